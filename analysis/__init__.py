@@ -1,0 +1,33 @@
+"""kvscope's analysis engine: request logs -> block stream -> working-set report.
+
+Pure Python + numpy/pandas/pyarrow/numba. Imports nothing from Django or Celery, so it is
+usable on its own:
+
+    from analysis import IngestOptions, AnalysisParams, ingest, analyze
+    stream = ingest(["day.jsonl.gz"], IngestOptions(hash_key=b"a per-installation secret"))
+    report = analyze(stream, AnalysisParams(scope="tenant"))
+    print(report.recommendation.ram_bytes)
+"""
+
+from analysis.errors import UnusableInput
+from analysis.ingest import IngestOptions, ingest
+from analysis.metrics import AnalysisParams, HostBudget, analyze
+from analysis.profiles import PRESETS, KVProfile, preset, profile_from_config, profile_from_file
+from analysis.report import Report
+from analysis.stream import BlockStream
+
+__all__ = [
+    "PRESETS",
+    "AnalysisParams",
+    "BlockStream",
+    "HostBudget",
+    "IngestOptions",
+    "KVProfile",
+    "Report",
+    "UnusableInput",
+    "analyze",
+    "ingest",
+    "preset",
+    "profile_from_config",
+    "profile_from_file",
+]

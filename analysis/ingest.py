@@ -1,0 +1,317 @@
+"""Ingest: log files -> BlockStream. Reading, tokenizing (once per distinct text) and
+hashing, streamed line by line; progress reported through a callback."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analysis.errors import ErrorLog, LineError, UnusableInput
+from analysis.hashing import KeyedHasher
+from analysis.readers import (
+    INSTRUCTION_ROLES,
+    ChatReader,
+    ChatRequest,
+    LogFile,
+    MooncakeReader,
+    Reader,
+    TraceRequest,
+    decode_line,
+    detect_format,
+)
+from analysis.stream import (
+    ROLE_DOCUMENT_PART,
+    ROLE_INSTRUCTION,
+    ROLE_OTHER,
+    BlockStream,
+)
+from analysis.tokens import SegmentTokenizer, load_encoding
+
+# progress(stage, done, total): stage is "reading" | "tokenizing" | "hashing" | "analyzing".
+ProgressFn = Callable[[str, int, int], None]
+
+DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
+FORMATS = ("auto", "chat", "mooncake")
+_PROGRESS_EVERY = 2000  # lines between progress reports
+_PREVIEW_CHARS = 200
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    hash_key: bytes
+    format: str = "auto"
+    block_tokens: int | None = None  # None: 256 for chat, 512 for traces
+    encoding: str = "cl100k_base"
+    tiktoken_dir: str | None = None
+    previews: bool = False  # keep the first characters of each segment's text
+    max_listed_errors: int = 1000
+
+
+class _Codes:
+    """Strings to dense integer codes (tenants, users, routes)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def code(self, value: str) -> int:
+        found = self.index.get(value)
+        if found is None:
+            found = self.index[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+
+class StreamBuilder:
+    """Collects requests one by one, then orders them by time into a BlockStream."""
+
+    def __init__(self, source_format: str, block_tokens: int, options: IngestOptions):
+        self.source_format = source_format
+        self.block_tokens = block_tokens
+        self._hasher = KeyedHasher(options.hash_key)
+        self._previews = options.previews
+        self._tokenizer: SegmentTokenizer | None = None
+        if source_format == "chat":
+            self._tokenizer = SegmentTokenizer(
+                load_encoding(options.encoding, options.tiktoken_dir)
+            )
+        self._tenants, self._users, self._routes = _Codes(), _Codes(), _Codes()
+        self._t = array("q")
+        self._tenant = array("i")
+        self._user = array("i")
+        self._route = array("i")
+        self._prompt = array("q")
+        self._output = array("q")
+        self._line = array("q")
+        self._file = array("h")
+        self._nblocks = array("q")
+        self._keys: list[np.ndarray] = []
+        self._tokens: list[np.ndarray] = []
+        self._segments: dict[int, int] = {}  # segment id -> index in the table
+        self._seg_id = array("Q")
+        self._seg_role = array("b")
+        self._seg_tokens = array("i")
+        self._seg_label: list[str] = []
+        self._seg_preview: list[str] = []
+        self._occ_req = array("i")
+        self._occ_seg = array("i")
+        self._occ_offset = array("q")
+        self.tokens_total = 0  # every message of every request, as rendered
+
+    def _add_request(self, request: ChatRequest | TraceRequest, file_index: int) -> int:
+        index = len(self._t)
+        self._t.append(request.t_us)
+        self._tenant.append(self._tenants.code(request.tenant))
+        self._user.append(self._users.code(request.user))
+        self._route.append(self._routes.code(request.model))
+        self._output.append(request.output_tokens)
+        self._line.append(request.line)
+        self._file.append(file_index)
+        return index
+
+    def add_trace(self, request: TraceRequest, file_index: int) -> None:
+        self._add_request(request, file_index)
+        blocks = len(request.hash_ids)
+        self._prompt.append(request.input_length)
+        self._nblocks.append(blocks)
+        if blocks:
+            keys = np.array(request.hash_ids, dtype=np.int64).view(np.uint64)
+            tokens = np.full(blocks, self.block_tokens, dtype=np.int32)
+            tokens[-1] = request.input_length - self.block_tokens * (blocks - 1)
+            self._keys.append(keys)
+            self._tokens.append(tokens)
+
+    def add_chat(self, request: ChatRequest, file_index: int) -> None:
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        index = self._add_request(request, file_index)
+        pieces: list[np.ndarray] = []
+        offset = 0
+        for message in request.messages:
+            digest = self._hasher.text_digest(message.text)
+            text_tokens = tokenizer.text(digest, message.text)
+            header = tokenizer.role_header(message.role)
+            seg = self._segment(message.role, digest, text_tokens.size, message)
+            self._occ_req.append(index)
+            self._occ_seg.append(seg)
+            self._occ_offset.append(offset + header.size)
+            pieces += (header, text_tokens, tokenizer.newline)
+            offset += header.size + text_tokens.size + tokenizer.newline.size
+        self._prompt.append(offset)
+        self.tokens_total += offset
+        keys = self._hasher.block_keys(np.concatenate(pieces), self.block_tokens)
+        self._nblocks.append(keys.size)
+        if keys.size:
+            self._keys.append(keys)
+            self._tokens.append(np.full(keys.size, self.block_tokens, dtype=np.int32))
+
+    def _segment(self, role: str, digest: bytes, tokens: int, message) -> int:
+        seg_id = self._hasher.segment_id(role, digest)
+        found = self._segments.get(seg_id)
+        if found is not None:
+            return found
+        found = self._segments[seg_id] = len(self._seg_id)
+        self._seg_id.append(seg_id)
+        if role in INSTRUCTION_ROLES:
+            role_class = ROLE_INSTRUCTION
+        elif message.is_document:
+            role_class = ROLE_DOCUMENT_PART
+        else:
+            role_class = ROLE_OTHER
+        self._seg_role.append(role_class)
+        self._seg_tokens.append(tokens)
+        self._seg_label.append(message.label)
+        if self._previews:
+            self._seg_preview.append(message.text[:_PREVIEW_CHARS])
+        return found
+
+    @property
+    def distinct_tokens(self) -> int:
+        return self._tokenizer.distinct_tokens if self._tokenizer else 0
+
+    def finish(self, files: list[str], log: ErrorLog) -> BlockStream:
+        t = np.frombuffer(self._t, dtype=np.int64) if self._t else np.zeros(0, np.int64)
+        n = t.size
+        nblocks = _np(self._nblocks, np.int64)
+        start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(nblocks, out=start[1:])
+        keys = np.concatenate(self._keys) if self._keys else np.zeros(0, np.uint64)
+        tokens = np.concatenate(self._tokens) if self._tokens else np.zeros(0, np.int32)
+        occ_req = _np(self._occ_req, np.int32)
+        occ_seg = _np(self._occ_seg, np.int32)
+        occ_offset = _np(self._occ_offset, np.int64)
+        order = np.argsort(t, kind="stable")
+        req_cols = [
+            t,
+            _np(self._tenant, np.int32),
+            _np(self._user, np.int32),
+            _np(self._route, np.int32),
+            _np(self._prompt, np.int64),
+            _np(self._output, np.int64),
+            _np(self._line, np.int64),
+            _np(self._file, np.int16),
+        ]
+        if n and np.any(order != np.arange(n)):
+            moved = int(np.count_nonzero(order != np.arange(n)))
+            log.note(f"{moved} requests were out of time order; they were sorted by timestamp")
+            ref_index = _gather_ranges(start, order)
+            keys, tokens = keys[ref_index], tokens[ref_index]
+            nblocks = nblocks[order]
+            np.cumsum(nblocks, out=start[1:])
+            req_cols = [c[order] for c in req_cols]
+            rank = np.empty(n, dtype=np.int32)
+            rank[order] = np.arange(n, dtype=np.int32)
+            occ_req = rank[occ_req]
+            occ_order = np.argsort(occ_req, kind="stable")
+            occ_req, occ_seg, occ_offset = occ_req[occ_order], occ_seg[occ_order], occ_offset[occ_order]
+        stats = {
+            "tokens_rendered": int(self.tokens_total),
+            "tokens_tokenized": int(self.distinct_tokens),
+        }
+        return BlockStream(
+            source_format=self.source_format,
+            block_tokens=self.block_tokens,
+            req_t_us=req_cols[0],
+            req_tenant=req_cols[1],
+            req_user=req_cols[2],
+            req_route=req_cols[3],
+            req_prompt_tokens=req_cols[4],
+            req_output_tokens=req_cols[5],
+            req_line=req_cols[6],
+            req_file=req_cols[7],
+            req_ref_start=start,
+            tenants=self._tenants.values,
+            users=self._users.values,
+            routes=self._routes.values,
+            files=files,
+            ref_key=keys,
+            ref_tokens=tokens,
+            seg_id=_np(self._seg_id, np.uint64),
+            seg_role_class=_np(self._seg_role, np.int8),
+            seg_tokens=_np(self._seg_tokens, np.int32),
+            seg_label=self._seg_label,
+            seg_preview=self._seg_preview if self._previews else None,
+            occ_req=occ_req,
+            occ_seg=occ_seg,
+            occ_offset=occ_offset,
+            errors=log.errors,
+            skipped_lines=log.skipped_lines,
+            notes=log.notes,
+            stats=stats,
+        )
+
+
+def _np(values: array, dtype: type) -> np.ndarray:
+    if not len(values):
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(values, dtype=dtype).copy()
+
+
+def _gather_ranges(start: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Indices of the ranges [start[i], start[i+1]) for i in `order`, concatenated."""
+    lengths = (start[1:] - start[:-1])[order]
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    new_start = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=new_start[1:])
+    shift = np.repeat(start[:-1][order] - new_start, lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    progress: ProgressFn | None = None,
+) -> BlockStream:
+    """Read every log into one block stream. Bad lines are skipped and listed; a log with
+    no usable line at all raises UnusableInput with a one-line reason."""
+    if options.format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}")
+    log = ErrorLog(max_listed=options.max_listed_errors)
+    files = [LogFile(p) for p in paths]
+    total_bytes = sum(f.size for f in files) or 1
+    done_bytes = 0
+    builder: StreamBuilder | None = None
+    names = [f.path.name for f in files]
+    multi = len(files) > 1
+    for file_index, log_file in enumerate(files):
+        reader: Reader | None = None
+        for line_no, raw in log_file.lines():
+            try:
+                obj = decode_line(raw)
+                if obj is None:
+                    continue
+                if builder is None:
+                    fmt = options.format if options.format != "auto" else detect_format(obj)
+                    block_tokens = options.block_tokens or DEFAULT_BLOCK_TOKENS[fmt]
+                    builder = StreamBuilder(fmt, block_tokens, options)
+                if reader is None:
+                    reader = _reader(builder, log)
+                request = reader.parse(obj, line_no)
+                if isinstance(request, TraceRequest):
+                    builder.add_trace(request, file_index)
+                else:
+                    builder.add_chat(request, file_index)
+            except LineError as exc:
+                log.skip(line_no, str(exc), names[file_index] if multi else None)
+            if progress is not None and line_no % _PROGRESS_EVERY == 0:
+                progress("reading", done_bytes + log_file.bytes_read(), total_bytes)
+        done_bytes += log_file.size
+    if builder is None or not len(builder._t):
+        reason = log.errors[0]["reason"] if log.errors else "the file is empty"
+        first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
+        raise UnusableInput(f"no usable request in {', '.join(names)}{first}")
+    if progress is not None:
+        progress("reading", total_bytes, total_bytes)
+    return builder.finish(names, log)
+
+
+def _reader(builder: StreamBuilder, log: ErrorLog) -> Reader:
+    if builder.source_format == "mooncake":
+        return MooncakeReader(log, builder.block_tokens)
+    return ChatReader(log)

@@ -1,0 +1,72 @@
+"""The exact LRU miss-ratio curve by Mattson's one-pass stack algorithm.
+
+A reference's stack distance is the number of distinct keys referenced since the previous
+reference to the same key, plus one. Marking the latest position of each key in a Fenwick
+tree, the distance is (distinct keys seen so far) - (marks up to the previous position)
++ 1: one prefix query and two updates per reference, O(N log N) in all. An LRU cache of C
+slots hits a reference exactly when its distance is <= C, so one pass gives every capacity.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def _stack_distances(prev: np.ndarray) -> np.ndarray:
+    n = prev.size
+    tree = np.zeros(n + 1, dtype=np.int32)
+    dist = np.zeros(n, dtype=np.int64)  # 0 marks a first reference (infinite distance)
+    seen = 0
+    for i in range(n):
+        p = prev[i]
+        if p < 0:
+            seen += 1
+        else:
+            # marks at positions <= p
+            s = 0
+            j = p + 1
+            while j > 0:
+                s += tree[j]
+                j -= j & -j
+            dist[i] = seen - s + 1
+            j = p + 1
+            while j <= n:
+                tree[j] -= 1
+                j += j & -j
+        j = i + 1
+        while j <= n:
+            tree[j] += 1
+            j += j & -j
+    return dist
+
+
+def stack_distances(prev: np.ndarray) -> np.ndarray:
+    """Stack distance of each reference (0 for a first reference, i.e. infinite)."""
+    return _stack_distances(prev.astype(np.int64, copy=False))
+
+
+def hit_tokens_by_capacity(
+    dist: np.ndarray, tokens: np.ndarray, eligible: np.ndarray | None = None
+) -> np.ndarray:
+    """cum[C] = tokens of references an LRU cache of C slots hits (C = 0..max distance).
+
+    `eligible` restricts hits further (a block lifetime: reuse time <= L).
+    """
+    mask = dist > 0
+    if eligible is not None:
+        mask &= eligible
+    if not mask.any():
+        return np.zeros(1, dtype=np.int64)
+    hist = np.bincount(dist[mask], weights=tokens[mask].astype(np.float64))
+    return np.cumsum(np.rint(hist).astype(np.int64))
+
+
+def curve_capacities(max_capacity: int, points: int = 96, extra: tuple[int, ...] = ()) -> np.ndarray:
+    """Log-spaced slot counts from 1 to max(max_capacity, 64), plus `extra` ones."""
+    upper = max(max_capacity, 64)
+    caps = np.unique(np.rint(np.geomspace(1, upper, points)).astype(np.int64))
+    if caps.size < 64:
+        caps = np.arange(1, upper + 1, dtype=np.int64)
+    return np.unique(np.concatenate([caps, np.asarray(extra, dtype=np.int64)]))

@@ -1,0 +1,88 @@
+"""The analysis report: one shape shared by the JSON file, the web pages and the CSVs.
+
+Keys required by report-contract.md are plain fields; everything else is added beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import orjson
+
+
+@dataclass
+class WindowReport:
+    window_s: float
+    hit_ratio: float
+    hit_tokens: int
+    useful_ws_peak_bytes: int
+    useful_ws_p95_bytes: int
+    useful_ws_median_bytes: int
+    ttl_occupancy_peak_bytes: int
+    misplaced_reuse_tokens: int | None = None  # chat logs only
+    segments: dict | None = None  # chat logs only
+    # chart series: bucket start (s from the first request), max bytes within the bucket
+    series: dict = field(default_factory=dict)
+
+
+@dataclass
+class HostBudgetCheck:
+    host_ram_bytes: int
+    reserves_bytes: dict[str, int]
+    available_bytes: int
+    fits: bool
+    spare_bytes: int
+
+
+@dataclass
+class Recommendation:
+    capacity_bytes: int
+    capacity_slots: int
+    ram_bytes: int
+    per_rank_bytes: int
+    hit_ratio: float
+    ceiling: float
+    target: float
+    headroom: float
+    tp: int
+    lifetime_s: float | None
+    host: HostBudgetCheck | None = None
+
+
+@dataclass
+class Report:
+    requests: int
+    prompt_tokens: int
+    block_refs: int
+    distinct_blocks: int
+    block_tokens: int
+    kv_bytes_per_token: int
+    slot_bytes: int
+    span_s: float
+    infinite_hit_ratio: float
+    windows: list[WindowReport]
+    mrc: list[dict]
+    mrc_exact: bool
+    mrc_sampling_rate: float
+    recommendation: Recommendation
+    errors: list[dict]
+    skipped_lines: int
+    # beyond the contract
+    source_format: str = ""
+    scope: str = "global"
+    model: dict = field(default_factory=dict)
+    kv_dtype: str = ""
+    params: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reuse_histogram: dict = field(default_factory=dict)
+    routes: list[dict] = field(default_factory=list)
+    top_segments: list[dict] = field(default_factory=list)
+    top_misplaced: list[dict] = field(default_factory=list)
+    ingest_stats: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, *, indent: bool = True) -> bytes:
+        option = orjson.OPT_INDENT_2 if indent else 0
+        return orjson.dumps(self.to_dict(), option=option | orjson.OPT_SERIALIZE_NUMPY)

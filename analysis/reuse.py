@@ -1,0 +1,83 @@
+"""Reuse in the reference stream: scoped key ids, previous/next references, reuse times.
+
+Scopes follow metrics.md section 2: a scoped key is H(scope_salt, global key), which has
+exactly the same equalities as pairing the global key with the request's salt code. So
+scoping is a factorization of (key, salt) pairs; nothing is re-hashed.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pandas as pd
+
+SCOPES = ("global", "tenant", "user")
+NO_REF = -1
+
+
+def dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense codes 0..k-1 for the distinct values (in order of first appearance)."""
+    if not values.size:
+        return np.zeros(0, dtype=np.int64), 0
+    codes, uniques = pd.factorize(values, sort=False)
+    return codes.astype(np.int64, copy=False), len(uniques)
+
+
+def salt_codes(tenant: np.ndarray, user: np.ndarray, scope: str) -> np.ndarray:
+    """Per request: the code of its scope salt (empty / tenant / tenant+user)."""
+    if scope == "global":
+        return np.zeros(tenant.size, dtype=np.int64)
+    if scope == "tenant":
+        return tenant.astype(np.int64)
+    if scope == "user":
+        pair = tenant.astype(np.int64) * (int(user.max(initial=0)) + 1) + user
+        return dense_ids(pair)[0]
+    raise ValueError(f"scope must be one of {SCOPES}")
+
+
+def scoped_ids(keys: np.ndarray, salts: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ids of (key, salt) pairs: equal exactly when the scoped keys are equal."""
+    ids, distinct = dense_ids(keys)
+    if salts.size and salts.max(initial=0) > 0:
+        ids, distinct = dense_ids(ids * (int(salts.max()) + 1) + salts)
+    return ids, distinct
+
+
+@numba.njit(cache=True, nogil=True)
+def _prev_next(ids: np.ndarray, distinct: int) -> tuple[np.ndarray, np.ndarray]:
+    prev = np.full(ids.size, -1, dtype=np.int64)
+    nxt = np.full(ids.size, -1, dtype=np.int64)
+    last = np.full(distinct, -1, dtype=np.int64)
+    for i in range(ids.size):
+        k = ids[i]
+        p = last[k]
+        prev[i] = p
+        if p >= 0:
+            nxt[p] = i
+        last[k] = i
+    return prev, nxt
+
+
+def prev_next(ids: np.ndarray, distinct: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the previous and next reference to the same id (-1 when none)."""
+    return _prev_next(ids.astype(np.int64, copy=False), max(distinct, 1))
+
+
+def reuse_times(t_us: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """t - t_prev in microseconds; -1 for a first reference (infinite reuse time)."""
+    out = np.full(t_us.size, NO_REF, dtype=np.int64)
+    has = prev >= 0
+    out[has] = t_us[has] - t_us[prev[has]]
+    return out
+
+
+def hits_within(reuse_us: np.ndarray, window_us: int | None) -> np.ndarray:
+    """References whose reuse time is <= the window (None: infinite window)."""
+    seen = reuse_us >= 0
+    if window_us is None:
+        return seen
+    return seen & (reuse_us <= window_us)
+
+
+def to_us(seconds: float) -> int:
+    return round(seconds * 1_000_000)

@@ -1,0 +1,63 @@
+"""Request times, as integer microseconds so window edges compare exactly."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from analysis.errors import LineError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Epoch seconds pass 1e11 only in the year 5138; epoch milliseconds passed it in 1973.
+_MS_THRESHOLD = 1e11
+
+NO_ZONE_NOTE = "timestamps without a time zone were read as UTC"
+
+
+def parse_timestamp(value: object) -> tuple[int, bool]:
+    """Return (microseconds since the epoch, zone_was_assumed).
+
+    Accepts ISO 8601 (with zone; without one UTC is assumed and flagged), epoch seconds
+    or epoch milliseconds, as numbers or numeric strings.
+    """
+    if isinstance(value, bool) or value is None:
+        raise LineError(f"timestamp {value!r} is not a time")
+    if isinstance(value, int | float):
+        return _from_number(float(value) if isinstance(value, float) else value), False
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            return _from_iso(text)
+        return _from_number(int(text) if text.lstrip("-").isdigit() else number), False
+    raise LineError(f"timestamp {value!r} is not a time")
+
+
+def _from_number(number: int | float) -> int:
+    if isinstance(number, float) and not math.isfinite(number):
+        raise LineError(f"timestamp {number!r} is not a finite number")
+    if abs(number) >= _MS_THRESHOLD:
+        return round(number * 1000)
+    return round(number * 1_000_000)
+
+
+def _from_iso(text: str) -> tuple[int, bool]:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise LineError(f"timestamp {text!r} is neither ISO 8601 nor epoch seconds/ms") from None
+    assumed = moment.tzinfo is None
+    if assumed:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds, assumed
+
+
+def ms_to_us(value: object) -> int:
+    """A trace's millisecond timestamp (Mooncake format) as microseconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LineError(f"timestamp {value!r} is not a number of milliseconds")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LineError(f"timestamp {value!r} is not a finite number")
+    return round(value * 1000)

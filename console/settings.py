@@ -1,0 +1,144 @@
+"""kvscope settings. Everything configurable comes from the environment (see console/env.py
+and .env.example); with nothing set, the console runs on the embedded default: SQLite and
+Celery tasks executed eagerly in-process."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DJANGO_DEBUG=0")
+    # Development only: a fixed, obviously insecure key so sessions survive restarts.
+    SECRET_KEY = "django-insecure-kvscope-development-only"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- data: database, files -------------------------------------------------------------
+DATA_DIR = Path(env_str("KVSCOPE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
+            # 0 closes the connection after each request/task: workers stay safe when
+            # PostgreSQL restarts, and test databases can be dropped at the end of a run.
+            conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+        )
+    }
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Uploaded logs and block-stream artifacts. Web and workers must share this folder.
+MEDIA_ROOT = DATA_DIR / "media"
+ARTIFACT_ROOT = DATA_DIR / "artifacts"
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# --- the analysis engine -------------------------------------------------------------
+# Per-installation secret for the keyed block and segment hashes. Without it, stored keys
+# could be matched against a guessed document. Set KVSCOPE_HASH_KEY on every machine of
+# one installation (web and workers); otherwise one is generated once into DATA_DIR.
+_hash_key = env_secret("KVSCOPE_HASH_KEY")
+if not _hash_key:
+    _key_file = DATA_DIR / "hash.key"
+    if not _key_file.exists():
+        _key_file.parent.mkdir(parents=True, exist_ok=True)
+        _key_file.write_text(secrets.token_hex(32))
+        _key_file.chmod(0o600)
+    _hash_key = _key_file.read_text().strip()
+KVSCOPE_HASH_KEY = _hash_key.encode()
+if len(KVSCOPE_HASH_KEY) < 16:
+    raise ImproperlyConfigured("KVSCOPE_HASH_KEY must be at least 16 characters")
+
+# Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.
+KVSCOPE_TIKTOKEN_DIR = env_str("KVSCOPE_TIKTOKEN_DIR", "")
+KVSCOPE_MAX_LISTED_ERRORS = env_int("KVSCOPE_MAX_LISTED_ERRORS", 1000, minimum=1)
+
+# --- Celery --------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+# No broker: run tasks in-process, so the embedded default needs no extra service.
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True
+# A task killed mid-way is redelivered, not lost.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- auth, i18n ------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
