@@ -207,7 +207,11 @@ class StreamBuilder:
             rank[order] = np.arange(n, dtype=np.int32)
             occ_req = rank[occ_req]
             occ_order = np.argsort(occ_req, kind="stable")
-            occ_req, occ_seg, occ_offset = occ_req[occ_order], occ_seg[occ_order], occ_offset[occ_order]
+            occ_req, occ_seg, occ_offset = (
+                occ_req[occ_order],
+                occ_seg[occ_order],
+                occ_offset[occ_order],
+            )
         stats = {
             "tokens_rendered": int(self.tokens_total),
             "tokens_tokenized": int(self.distinct_tokens),

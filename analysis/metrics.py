@@ -33,8 +33,14 @@ from analysis.stream import BlockStream
 from analysis.workingset import StepFunction, ttl_occupancy, useful_working_set
 
 DEFAULT_WINDOWS = (300.0, 3600.0, 86400.0)
-HOST_RESERVES = ("os", "page_cache", "tokenizers", "request_buffers", "serving_process",
-                 "cache_process")  # fmt: skip
+HOST_RESERVES = (
+    "os",
+    "page_cache",
+    "tokenizers",
+    "request_buffers",
+    "serving_process",
+    "cache_process",
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,9 @@ class AnalysisParams:
 ProgressFn = Callable[[str, int, int], None]
 
 
-def analyze(stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
-            ) -> Report:  # fmt: skip
+def analyze(
+    stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
+) -> Report:
     params.validate()
     steps = len(params.windows_s) + 3
     step = 0
@@ -194,13 +201,15 @@ def analyze(stream: BlockStream, params: AnalysisParams, progress: ProgressFn | 
     )
     if occ is not None and kinds is not None:
         report.top_segments = _top_segments(stream, occ, kinds, params)
-        report.top_misplaced = _top_misplaced(stream, occ, kinds, misplaced_by_window[-1],
-                                              params.top_n)  # fmt: skip
+        report.top_misplaced = _top_misplaced(
+            stream, occ, kinds, misplaced_by_window[-1], params.top_n
+        )
     return report
 
 
-def _recommend(cum: np.ndarray, total_tokens: int, slot_bytes: int, params: AnalysisParams
-               ) -> Recommendation:  # fmt: skip
+def _recommend(
+    cum: np.ndarray, total_tokens: int, slot_bytes: int, params: AnalysisParams
+) -> Recommendation:
     """Smallest capacity reaching `target` of the ceiling, plus headroom, split over TP."""
     ceiling_tokens = int(cum[-1])
     need = params.target * ceiling_tokens
@@ -235,8 +244,9 @@ def _recommend(cum: np.ndarray, total_tokens: int, slot_bytes: int, params: Anal
     )
 
 
-def _series(useful: StepFunction, ttl: StepFunction, start: int, end: int, slot_bytes: int,
-            buckets: int) -> dict:  # fmt: skip
+def _series(
+    useful: StepFunction, ttl: StepFunction, start: int, end: int, slot_bytes: int, buckets: int
+) -> dict:
     times, useful_max = useful.bucket_max(start, end, buckets)
     _, ttl_max = ttl.bucket_max(start, end, buckets)
     return {
@@ -246,8 +256,7 @@ def _series(useful: StepFunction, ttl: StepFunction, start: int, end: int, slot_
     }
 
 
-def _reuse_histogram(reuse_us: np.ndarray, tokens: np.ndarray, windows: tuple[float, ...]
-                     ) -> dict:  # fmt: skip
+def _reuse_histogram(reuse_us: np.ndarray, tokens: np.ndarray, windows: tuple[float, ...]) -> dict:
     """Token-weighted reuse-time distribution on log-spaced bins (seconds)."""
     seen = reuse_us >= 0
     seconds = np.maximum(reuse_us[seen] / 1e6, 1e-3)
@@ -294,8 +303,9 @@ def _quantiles(values: np.ndarray) -> dict:
     }
 
 
-def _segment_rows(stream: BlockStream, occ, kinds: np.ndarray, order: np.ndarray,
-                  extra: dict[str, np.ndarray]) -> list[dict]:  # fmt: skip
+def _segment_rows(
+    stream: BlockStream, occ, kinds: np.ndarray, order: np.ndarray, extra: dict[str, np.ndarray]
+) -> list[dict]:
     """Rows of the segment tables for the scoped segments in `order`."""
     first_occ = np.full(occ.distinct, -1, dtype=np.int64)
     last_occ = np.zeros(occ.distinct, dtype=np.int64)
@@ -324,8 +334,9 @@ def _segment_rows(stream: BlockStream, occ, kinds: np.ndarray, order: np.ndarray
     return rows
 
 
-def _top_segments(stream: BlockStream, occ, kinds: np.ndarray, params: AnalysisParams
-                  ) -> list[dict]:  # fmt: skip
+def _top_segments(
+    stream: BlockStream, occ, kinds: np.ndarray, params: AnalysisParams
+) -> list[dict]:
     """The most reused segments: ranked by tokens reused within the largest window."""
     extra = {}
     for window_s in params.windows_s:
@@ -342,8 +353,9 @@ def _top_segments(stream: BlockStream, occ, kinds: np.ndarray, params: AnalysisP
     return _segment_rows(stream, occ, kinds, order, extra)
 
 
-def _top_misplaced(stream: BlockStream, occ, kinds: np.ndarray, misplaced: np.ndarray,
-                   top_n: int) -> list[dict]:  # fmt: skip
+def _top_misplaced(
+    stream: BlockStream, occ, kinds: np.ndarray, misplaced: np.ndarray, top_n: int
+) -> list[dict]:
     per_segment = np.bincount(occ.scoped, weights=misplaced, minlength=occ.distinct)
     per_segment = per_segment.astype(np.int64)
     order = np.argsort(-per_segment, kind="stable")[:top_n]

@@ -63,7 +63,9 @@ def hit_tokens_by_capacity(
     return np.cumsum(np.rint(hist).astype(np.int64))
 
 
-def curve_capacities(max_capacity: int, points: int = 96, extra: tuple[int, ...] = ()) -> np.ndarray:
+def curve_capacities(
+    max_capacity: int, points: int = 96, extra: tuple[int, ...] = ()
+) -> np.ndarray:
     """Log-spaced slot counts from 1 to max(max_capacity, 64), plus `extra` ones."""
     upper = max(max_capacity, 64)
     caps = np.unique(np.rint(np.geomspace(1, upper, points)).astype(np.int64))

@@ -1,7 +1,7 @@
 """KV-cache profiles: bytes of KV per token for a model (metrics.md section 5).
 
-    kv_bytes_per_token = layers * kv_heads * head_dim * 2 * bytes_per_element   (GQA/MHA)
-    kv_bytes_per_token = layers * (kv_lora_rank + qk_rope_head_dim) * bytes      (MLA)
+kv_bytes_per_token = layers * kv_heads * head_dim * 2 * bytes_per_element   (GQA/MHA)
+kv_bytes_per_token = layers * (kv_lora_rank + qk_rope_head_dim) * bytes      (MLA)
 """
 
 from __future__ import annotations
@@ -59,29 +59,49 @@ def _hf(repo: str) -> str:
 PRESETS: dict[str, KVProfile] = {
     p.name: p
     for p in (
-        KVProfile("llama-3.1-8b", 32, 8, 128, "bf16", params=8.03e9,
-                  source=_hf("meta-llama/Llama-3.1-8B")),
-        KVProfile("llama-3.1-70b", 80, 8, 128, "bf16", params=70.6e9,
-                  source=_hf("meta-llama/Llama-3.1-70B")),
-        KVProfile("llama-3.2-3b", 28, 8, 128, "bf16", params=3.21e9,
-                  source=_hf("meta-llama/Llama-3.2-3B")),
-        KVProfile("mistral-7b-v0.3", 32, 8, 128, "bf16", params=7.25e9,
-                  source=_hf("mistralai/Mistral-7B-v0.3")),
-        KVProfile("qwen2.5-7b", 28, 4, 128, "bf16", params=7.62e9,
-                  source=_hf("Qwen/Qwen2.5-7B")),
-        KVProfile("qwen2.5-72b", 80, 8, 128, "bf16", params=72.7e9,
-                  source=_hf("Qwen/Qwen2.5-72B")),
-        KVProfile("qwen3-8b", 36, 8, 128, "bf16", params=8.19e9,
-                  source=_hf("Qwen/Qwen3-8B")),
+        KVProfile(
+            "llama-3.1-8b", 32, 8, 128, "bf16", params=8.03e9, source=_hf("meta-llama/Llama-3.1-8B")
+        ),
+        KVProfile(
+            "llama-3.1-70b",
+            80,
+            8,
+            128,
+            "bf16",
+            params=70.6e9,
+            source=_hf("meta-llama/Llama-3.1-70B"),
+        ),
+        KVProfile(
+            "llama-3.2-3b", 28, 8, 128, "bf16", params=3.21e9, source=_hf("meta-llama/Llama-3.2-3B")
+        ),
+        KVProfile(
+            "mistral-7b-v0.3",
+            32,
+            8,
+            128,
+            "bf16",
+            params=7.25e9,
+            source=_hf("mistralai/Mistral-7B-v0.3"),
+        ),
+        KVProfile("qwen2.5-7b", 28, 4, 128, "bf16", params=7.62e9, source=_hf("Qwen/Qwen2.5-7B")),
+        KVProfile("qwen2.5-72b", 80, 8, 128, "bf16", params=72.7e9, source=_hf("Qwen/Qwen2.5-72B")),
+        KVProfile("qwen3-8b", 36, 8, 128, "bf16", params=8.19e9, source=_hf("Qwen/Qwen3-8B")),
         # Gemma 2 alternates sliding-window (4096) and global layers; engines that keep
         # full-length KV for every layer (prefix caching) store all 42.
-        KVProfile("gemma-2-9b", 42, 8, 256, "bf16", params=9.24e9,
-                  source=_hf("google/gemma-2-9b")),
+        KVProfile("gemma-2-9b", 42, 8, 256, "bf16", params=9.24e9, source=_hf("google/gemma-2-9b")),
         # MLA: one latent of kv_lora_rank (512) + qk_rope_head_dim (64) per layer.
-        KVProfile("deepseek-v3", 61, 0, 0, "bf16", mla_latent=512 + 64, params=671e9,
-                  source=_hf("deepseek-ai/DeepSeek-V3")),
+        KVProfile(
+            "deepseek-v3",
+            61,
+            0,
+            0,
+            "bf16",
+            mla_latent=512 + 64,
+            params=671e9,
+            source=_hf("deepseek-ai/DeepSeek-V3"),
+        ),
     )
-}  # fmt: skip
+}
 
 DEFAULT_PROFILE = "llama-3.1-8b"
 

@@ -83,9 +83,7 @@ def segment_classes(
     return out
 
 
-def misplaced_tokens(
-    occ: Occurrences, hit_prefix_tokens: np.ndarray, window_us: int
-) -> np.ndarray:
+def misplaced_tokens(occ: Occurrences, hit_prefix_tokens: np.ndarray, window_us: int) -> np.ndarray:
     """Per occurrence: tokens of a segment reused within the window that its request did
     not get from prefix hits (they lie past the request's hit prefix)."""
     reused = (occ.reuse_us >= 0) & (occ.reuse_us <= window_us)

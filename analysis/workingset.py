@@ -55,6 +55,8 @@ class StepFunction:
         if end <= start or buckets < 1:
             return np.array([start], dtype=np.int64), np.array([self.value_at(start)])
         edges = np.linspace(start, end, buckets + 1).astype(np.int64)
+        if not self.times.size:  # nothing is ever live (no reuse within the window)
+            return edges[:-1], np.zeros(buckets, dtype=np.int64)
         carried_index = np.searchsorted(self.times, edges[:-1], side="right") - 1
         carried = np.where(carried_index >= 0, self.values[np.maximum(carried_index, 0)], 0)
         out = carried.copy()

@@ -87,6 +87,18 @@ ARTIFACT_ROOT = DATA_DIR / "artifacts"
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Development serves static files straight from the source folders; production serves
+# the collected, hashed and compressed copies (python manage.py collectstatic).
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 
 # --- the analysis engine -------------------------------------------------------------
 # Per-installation secret for the keyed block and segment hashes. Without it, stored keys

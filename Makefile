@@ -1,0 +1,50 @@
+# The README's two commands: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run install test test-prod lint format sample clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+## run: set everything up and start the console on the embedded default (SQLite, eager Celery)
+run: install
+	$(PY) manage.py migrate --noinput
+	@echo ""
+	@echo "kvscope is starting at http://$(HOST):$(PORT)/"
+	@echo "Create your account first (in another terminal):  $(PY) manage.py createsuperuser"
+	@echo "Then sign in at http://$(HOST):$(PORT)/accounts/login/"
+	@echo "Or analyze the bundled sample right away:  $(PY) manage.py analyze sample/chat-sample.jsonl.gz --json report.json"
+	@echo ""
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+## test: lint, then the whole suite on the embedded default
+test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest
+
+## test-prod: the suite against PostgreSQL + Redis with a real Celery worker
+test-prod: install
+	bash scripts/test-prod.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+sample: install
+	$(PY) -m bench.generate chat --requests 2000 --out sample/chat-sample.jsonl.gz
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Benchmarks and the deterministic log generator they (and the bundled sample) use."""

@@ -1,0 +1,154 @@
+"""Deterministic synthetic request logs with a realistic mix of reuse.
+
+    python -m bench.generate chat --requests 2000 --out sample/chat-sample.jsonl.gz
+    python -m bench.generate mooncake --requests 500000 --out /tmp/trace.jsonl
+
+Chat logs mix: a few system prompts (one per tenant product), a Zipf-popular set of
+reference documents sent as document parts, one-off uploads, and multi-turn sessions
+that resend their history. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+
+_WORDS = """
+cache block prefix token request tenant model latency memory host budget policy
+window reuse document system prompt answer question retrieve context layer head
+throughput schedule replica shard index vector table report metric engine server
+storage eviction lifetime ratio capacity network kernel batch queue stream value
+""".split()  # noqa: SIM905
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words)).capitalize() + "."
+
+
+def chat_requests(
+    requests: int,
+    *,
+    seed: int = 7,
+    tenants: int = 3,
+    documents: int = 40,
+    start: datetime | None = None,
+    mean_gap_s: float = 2.0,
+    doc_words: tuple[int, int] = (400, 1600),
+) -> Iterator[dict]:
+    """Requests in time order. Shares: 45% document Q&A, 25% sessions, 15% one-off
+    uploads, 15% short questions on the system prompt alone."""
+    rng = random.Random(seed)
+    start = start or datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    systems = [
+        f"You are the assistant of tenant-{t}. " + _text(rng, rng.randint(150, 300))
+        for t in range(tenants)
+    ]
+    docs = [(f"doc-{d:03d}", _text(rng, rng.randint(*doc_words))) for d in range(documents)]
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(documents)]  # Zipf-like popularity
+    sessions: dict[str, list[dict]] = {}
+    now = start
+    for i in range(requests):
+        now += timedelta(seconds=rng.expovariate(1 / mean_gap_s))
+        tenant = rng.randrange(tenants)
+        user = f"user-{tenant}-{rng.randrange(12)}"
+        system = {"role": "system", "content": systems[tenant]}
+        roll = rng.random()
+        question = {"role": "user", "content": _text(rng, rng.randint(8, 40))}
+        if roll < 0.45:
+            title, body = rng.choices(docs, weights)[0]
+            document = {"type": "document", "title": title, "text": body}
+            messages = [system, {"role": "user", "content": [document]}, question]
+        elif roll < 0.70:
+            history = sessions.setdefault(user, [system])
+            history.append(question)
+            messages = list(history)
+            history.append({"role": "assistant", "content": _text(rng, rng.randint(20, 80))})
+            if len(history) > 12:
+                sessions.pop(user)
+        elif roll < 0.85:
+            upload = {"type": "text", "text": _text(rng, rng.randint(300, 900))}
+            messages = [system, {"role": "user", "content": [upload]}, question]
+        else:
+            messages = [system, question]
+        yield {
+            "id": f"req-{i:07d}",
+            "timestamp": now.isoformat().replace("+00:00", "Z"),
+            "model": "llama-3.1-8b" if tenant else "qwen2.5-7b",
+            "metadata": {"tenant": f"tenant-{tenant}", "user": user},
+            "messages": messages,
+            "usage": {"completion_tokens": rng.randint(16, 400)},
+        }
+
+
+def mooncake_requests(
+    requests: int,
+    *,
+    seed: int = 11,
+    prefixes: int = 4,
+    documents: int = 2000,
+    mean_gap_ms: float = 20.0,
+) -> Iterator[dict]:
+    """Pre-hashed trace: shared system prefixes, Zipf-popular documents, unique tails."""
+    rng = random.Random(seed)
+    next_id = 0
+
+    def fresh(n: int) -> list[int]:
+        nonlocal next_id
+        ids = list(range(next_id, next_id + n))
+        next_id += n
+        return ids
+
+    system = [fresh(rng.randint(2, 6)) for _ in range(prefixes)]
+    docs = [fresh(rng.randint(4, 24)) for _ in range(documents)]
+    weights = [1 / (rank + 1) ** 1.05 for rank in range(documents)]
+    t = 0.0
+    for _ in range(requests):
+        t += rng.expovariate(1 / mean_gap_ms)
+        p = rng.randrange(prefixes)
+        ids = list(system[p])
+        if rng.random() < 0.7:
+            ids += [hash((p, h)) & 0x7FFFFFFF | 1 << 40 for h in rng.choices(docs, weights)[0]]
+        ids += fresh(rng.randint(1, 6))
+        tail = rng.randint(1, 512)
+        yield {
+            "timestamp": int(t),
+            "input_length": 512 * (len(ids) - 1) + tail,
+            "output_length": rng.randint(1, 500),
+            "hash_ids": ids,
+        }
+
+
+def write_jsonl(rows: Iterator[dict], out: Path) -> int:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    # mtime=0: the gzip header carries no date, so the same seed gives the same bytes
+    raw_file = gzip.GzipFile(out, "wb", mtime=0) if out.suffix == ".gz" else open(out, "wb")  # noqa: SIM115
+    with raw_file as raw, io.BufferedWriter(raw, 1 << 20) as fh:  # type: ignore[arg-type]
+        for row in rows:
+            fh.write(orjson.dumps(row) + b"\n")
+            written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("kind", choices=("chat", "mooncake"))
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    extra = {"seed": args.seed} if args.seed is not None else {}
+    rows = (chat_requests if args.kind == "chat" else mooncake_requests)(args.requests, **extra)
+    count = write_jsonl(rows, args.out)
+    print(f"wrote {count} requests to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""python manage.py analyze LOG [LOG ...] --json OUT.json [options]
+
+The report of report-contract.md, from the command line. Bad lines are skipped and listed
+in the report's `errors`; input with no usable line exits non-zero with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from analysis import UnusableInput, analyze, ingest
+from analysis.ingest import FORMATS
+from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
+from analysis.reuse import SCOPES
+from analysis.tokens import EncodingUnavailable
+from console.engine import analysis_params, ingest_options
+
+RESERVES = ("os", "page_cache", "tokenizers", "request_buffers", "serving_process", "cache_process")
+
+
+class Command(BaseCommand):
+    help = "Analyze request logs and write the working-set report as JSON."
+    requires_system_checks: list = []  # pure computation: no need to check URLs or models
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("logs", nargs="+", metavar="LOG", help="log files (plain or .gz)")
+        parser.add_argument(
+            "--json",
+            required=True,
+            metavar="OUT.json",
+            help="where to write the report ('-' for stdout)",
+        )
+        parser.add_argument("--format", choices=FORMATS, default="auto")
+        parser.add_argument(
+            "--block-tokens",
+            type=int,
+            default=None,
+            metavar="B",
+            help="tokens per block (default 256 for chat, 512 for traces)",
+        )
+        parser.add_argument(
+            "--window",
+            type=float,
+            action="append",
+            metavar="SECONDS",
+            help="reuse window, repeatable (default 300 3600 86400)",
+        )
+        model = parser.add_mutually_exclusive_group()
+        model.add_argument(
+            "--model",
+            default=DEFAULT_PROFILE,
+            choices=sorted(PRESETS),
+            metavar="NAME",
+            help=f"KV profile preset: {', '.join(PRESETS)}",
+        )
+        model.add_argument(
+            "--model-config",
+            metavar="config.json",
+            help="a Hugging Face config.json instead of a preset",
+        )
+        parser.add_argument(
+            "--kv-dtype",
+            choices=sorted(DTYPE_BYTES),
+            default=None,
+            help="KV element type (default: the model's)",
+        )
+        parser.add_argument("--scope", choices=SCOPES, default="global")
+        parser.add_argument("--lifetime", type=float, default=None, metavar="SECONDS")
+        parser.add_argument("--target", type=float, default=0.9)
+        parser.add_argument("--headroom", type=float, default=0.1)
+        parser.add_argument("--tp", type=int, default=1)
+        parser.add_argument("--min-reuses", type=int, default=2)
+        parser.add_argument("--doc-min-tokens", type=int, default=512)
+        parser.add_argument("--encoding", default="cl100k_base")
+        parser.add_argument(
+            "--tiktoken-dir",
+            default=None,
+            help="folder with <encoding>.tiktoken files (no download)",
+        )
+        parser.add_argument(
+            "--previews",
+            action="store_true",
+            help="keep the first characters of each segment in the report",
+        )
+        parser.add_argument(
+            "--host-ram-gib",
+            type=float,
+            default=None,
+            help="host RAM, to check the recommendation against",
+        )
+        for name in RESERVES:
+            parser.add_argument(
+                f"--reserve-{name.replace('_', '-')}-gib",
+                type=float,
+                default=0.0,
+                dest=f"reserve_{name}",
+                help=f"host RAM reserved for {name.replace('_', ' ')}",
+            )
+        parser.add_argument(
+            "--save-stream",
+            metavar="DIR",
+            default=None,
+            help="also keep the block stream (Parquet) in DIR",
+        )
+
+    def handle(self, *args, **opts) -> None:
+        for path in opts["logs"]:
+            if not Path(path).is_file():
+                raise CommandError(f"{path}: no such file")
+        try:
+            params = analysis_params(
+                windows=opts["window"],
+                model=opts["model"],
+                model_config=opts["model_config"],
+                kv_dtype=opts["kv_dtype"],
+                scope=opts["scope"],
+                lifetime=opts["lifetime"],
+                target=opts["target"],
+                headroom=opts["headroom"],
+                tp=opts["tp"],
+                min_reuses=opts["min_reuses"],
+                doc_min_tokens=opts["doc_min_tokens"],
+                host_ram_gib=opts["host_ram_gib"],
+                reserves_gib={name: opts[f"reserve_{name}"] for name in RESERVES},
+            )
+            params.validate()
+            stream = ingest(
+                opts["logs"],
+                ingest_options(
+                    format=opts["format"],
+                    block_tokens=opts["block_tokens"],
+                    encoding=opts["encoding"],
+                    previews=opts["previews"],
+                    tiktoken_dir=opts["tiktoken_dir"],
+                ),
+            )
+            if opts["save_stream"]:
+                stream.save(opts["save_stream"])
+            report = analyze(stream, params)
+        except (UnusableInput, ProfileError, EncodingUnavailable, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        data = report.to_json()
+        if opts["json"] == "-":
+            sys.stdout.buffer.write(data + b"\n")
+        else:
+            out = Path(opts["json"])
+            tmp = out.with_name(f".{out.name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(out)
+            rec = report.recommendation
+            self.stderr.write(
+                f"{report.requests} requests, {report.skipped_lines} lines skipped; "
+                f"infinite-cache hit ratio {report.infinite_hit_ratio:.1%}; "
+                f"recommended RAM {rec.ram_bytes / (1 << 30):.2f} GiB "
+                f"({rec.per_rank_bytes / (1 << 30):.2f} GiB per rank) -> {out}"
+            )

@@ -1,0 +1,128 @@
+"""manage.py analyze: the command and JSON of report-contract.md."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
+
+CONTRACT_KEYS = {
+    "requests",
+    "prompt_tokens",
+    "block_refs",
+    "distinct_blocks",
+    "block_tokens",
+    "kv_bytes_per_token",
+    "slot_bytes",
+    "span_s",
+    "infinite_hit_ratio",
+    "windows",
+    "mrc",
+    "mrc_exact",
+    "mrc_sampling_rate",
+    "recommendation",
+    "errors",
+    "skipped_lines",
+}
+WINDOW_KEYS = {
+    "window_s",
+    "hit_ratio",
+    "useful_ws_peak_bytes",
+    "useful_ws_p95_bytes",
+    "useful_ws_median_bytes",
+    "ttl_occupancy_peak_bytes",
+    "segments",
+}
+
+
+def _run(*args) -> None:
+    call_command("analyze", *[str(a) for a in args])
+
+
+def test_report_has_the_contract_keys_and_matches_the_engine(chat_log, tmp_path, settings):
+    # a bad line in the middle: skipped, listed with its line number, the rest kept
+    lines = chat_log.read_bytes().splitlines(keepends=True)
+    lines.insert(10, b'{"timestamp": "2026-11-02T08:00:00Z", "messages": [\n')
+    log = tmp_path / "with-bad-line.jsonl"
+    log.write_bytes(b"".join(lines))
+    out = tmp_path / "report.json"
+    _run(log, "--json", out, "--scope", "tenant", "--tp", "2", "--window", "60", "--window", "600")
+    report = json.loads(out.read_text())
+
+    assert report.keys() >= CONTRACT_KEYS
+    assert [w["window_s"] for w in report["windows"]] == [60.0, 600.0]
+    for window in report["windows"]:
+        assert window.keys() >= WINDOW_KEYS
+    assert report["requests"] == 120
+    assert report["skipped_lines"] == 1
+    assert report["errors"][0]["line"] == 11
+    assert "JSON" in report["errors"][0]["reason"]
+    # the report is the engine's, computed independently here with the same parameters
+    stream = ingest([chat_log], IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY))
+    direct = analyze(
+        stream,
+        AnalysisParams(windows_s=(60, 600), scope="tenant", tp=2, profile=preset("llama-3.1-8b")),
+    ).to_dict()
+    for key in ("prompt_tokens", "block_refs", "distinct_blocks", "infinite_hit_ratio"):
+        assert report[key] == direct[key]
+    assert report["recommendation"] == direct["recommendation"]
+    assert report["recommendation"]["per_rank_bytes"] * 2 >= report["recommendation"]["ram_bytes"]
+    # defaults of the contract: 256-token blocks, Llama-3.1-8B at BF16 (32*8*128*2*2 bytes)
+    assert report["block_tokens"] == 256
+    assert report["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    assert report["slot_bytes"] == 256 * report["kv_bytes_per_token"]
+
+
+def test_mrc_is_ascending_with_64_points_and_includes_the_recommendation(chat_log, tmp_path):
+    out = tmp_path / "report.json"
+    _run(chat_log, "--json", out)
+    report = json.loads(out.read_text())
+    capacities = [p["capacity_bytes"] for p in report["mrc"]]
+    assert len(capacities) >= 64
+    assert capacities == sorted(capacities) and len(set(capacities)) == len(capacities)
+    assert report["recommendation"]["capacity_bytes"] in capacities
+    ratios = [p["hit_ratio"] for p in report["mrc"]]
+    assert ratios == sorted(ratios)
+    assert ratios[-1] == pytest.approx(report["infinite_hit_ratio"])
+    assert report["mrc_exact"] is True and report["mrc_sampling_rate"] == 1.0
+
+
+def test_pre_hashed_trace_defaults_to_512_token_blocks(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    rows = [
+        {"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 1000, "input_length": 600, "output_length": 5, "hash_ids": [1, 9]},
+    ]
+    trace.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "r.json"
+    _run(trace, "--json", out, "--model", "qwen2.5-7b", "--kv-dtype", "fp8")
+    report = json.loads(out.read_text())
+    assert report["block_tokens"] == 512
+    # only block 1 of the second request comes back: 512 of 1100 + 600 tokens
+    assert report["infinite_hit_ratio"] == pytest.approx(512 / 1700)
+    assert report["kv_bytes_per_token"] == 28 * 4 * 128 * 2 * 1
+    assert all(w["segments"] is None for w in report["windows"])
+
+
+def test_unusable_input_fails_with_a_one_line_reason(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(CommandError, match=r"no usable request in empty\.jsonl"):
+        _run(empty, "--json", tmp_path / "r.json")
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"[1, 2]\nnot json\n")
+    with pytest.raises(CommandError, match=r"line 1: a JSON list, not an object"):
+        _run(junk, "--json", tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_unknown_model_config_field_is_reported(tmp_path, chat_log):
+    config = tmp_path / "config.json"
+    config.write_text('{"num_attention_heads": 8}')
+    with pytest.raises(CommandError, match="missing num_hidden_layers"):
+        _run(chat_log, "--json", tmp_path / "r.json", "--model-config", config)

@@ -1,0 +1,77 @@
+"""Upload ingest through Celery: eagerly on the embedded default, on the real worker
+(started by .ci/run, with Redis and PostgreSQL) when CELERY_BROKER_URL is set."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
+from console.models import Analysis, Upload
+from console.services import upload_create
+from tests.console.conftest import BROKER_MODE, wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def _finished(pk: int):
+    def check():
+        """the upload to finish"""
+        upload = Upload.objects.get(pk=pk)
+        return upload if upload.status not in ("pending", "running") else None
+
+    return check
+
+
+def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
+    upload = upload_create(name="day one", source=chat_log)
+    done = wait_for(_finished(upload.pk))
+
+    assert done.status == Upload.Status.DONE, done.message
+    worker_pid = int(done.processed_by.rsplit(":", 1)[1])
+    if BROKER_MODE:  # really ran in the worker process, not here
+        assert worker_pid != os.getpid()
+    else:
+        assert worker_pid == os.getpid()
+    assert done.requests == 120
+    assert done.stage == "done" and done.progress_done == done.progress_total > 0
+    # the raw file is deleted after ingest by default
+    assert done.raw_path == ""
+    assert not any(Path(settings.MEDIA_ROOT, "raw").glob("*"))
+
+    stored = Analysis.objects.get(upload=done).report
+    direct = analyze(
+        ingest([chat_log], IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY)), AnalysisParams()
+    ).to_dict()
+    for key in (
+        "requests",
+        "prompt_tokens",
+        "block_refs",
+        "distinct_blocks",
+        "infinite_hit_ratio",
+        "recommendation",
+        "mrc",
+    ):
+        assert stored[key] == direct[key], key
+    # the block stream artifact re-analyzes to the same numbers without the raw file
+    again = analyze(BlockStream.load(done.artifact_path), AnalysisParams()).to_dict()
+    assert again["windows"] == direct["windows"]
+
+
+def test_a_file_with_no_usable_line_fails_with_the_reason(tmp_path):
+    log = tmp_path / "bad.jsonl"
+    log.write_text('{"timestamp": 1, "messages": []}\n')
+    upload = upload_create(name="bad", source=log)
+    done = wait_for(_finished(upload.pk))
+    assert done.status == Upload.Status.FAILED
+    assert "line 1: no messages" in done.message
+
+
+def test_kept_raw_file_survives_the_ingest(chat_log):
+    upload = upload_create(name="kept", source=chat_log, keep_raw_until="2026-12-31")
+    done = wait_for(_finished(upload.pk))
+    assert done.status == Upload.Status.DONE
+    assert Path(done.raw_path).read_bytes() == chat_log.read_bytes()

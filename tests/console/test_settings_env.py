@@ -1,0 +1,53 @@
+"""Settings read the environment in one place and fail loudly on bad values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_int
+
+
+def test_bad_boolean_and_integer_values_are_refused(monkeypatch):
+    monkeypatch.setenv("KV_TEST_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="KV_TEST_FLAG='maybe'"):
+        env_bool("KV_TEST_FLAG", False)
+    monkeypatch.setenv("KV_TEST_FLAG", "off")
+    assert env_bool("KV_TEST_FLAG", True) is False
+    monkeypatch.setenv("KV_TEST_INT", "12x")
+    with pytest.raises(ImproperlyConfigured, match="expected an integer"):
+        env_int("KV_TEST_INT", 3)
+    monkeypatch.setenv("KV_TEST_INT", "-1")
+    with pytest.raises(ImproperlyConfigured, match="at least 0"):
+        env_int("KV_TEST_INT", 3, minimum=0)
+
+
+def _settings_process(**env: str) -> subprocess.CompletedProcess:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY")
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**clean, "DJANGO_SETTINGS_MODULE": "console.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_without_a_secret_key_refuses_to_start():
+    result = _settings_process(DJANGO_DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_a_malformed_database_url_refuses_to_start():
+    result = _settings_process(DATABASE_URL="nosuchdb://x")
+    assert result.returncode != 0
+    assert "DATABASE_URL" in result.stderr
