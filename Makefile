@@ -26,15 +26,16 @@ run: install
 	@echo ""
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
-## test: lint, then the whole suite on the embedded default
+## test: lint, the engine's tests without Django, then the console's on the embedded default
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest
+	$(PY) -m pytest -p no:django tests/analysis
+	$(PY) -m pytest tests/console
 
 ## test-prod: the suite against PostgreSQL + Redis with a real Celery worker
 test-prod: install
-	bash scripts/test-prod.sh
+	bash scripts/test-prod.sh tests/console
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -38,6 +38,7 @@ DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
 FORMATS = ("auto", "chat", "mooncake")
 _PROGRESS_EVERY = 2000  # lines between progress reports
 _PREVIEW_CHARS = 200
+_KEY_MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ class StreamBuilder:
         self._prompt.append(request.input_length)
         self._nblocks.append(blocks)
         if blocks:
-            keys = np.array(request.hash_ids, dtype=np.int64).view(np.uint64)
+            # ids are 64-bit, signed or unsigned (>= 2**63 overflowed int64 and stopped the
+            # whole ingest); negatives keep their two's-complement bits, as before
+            keys = np.array([h & _KEY_MASK for h in request.hash_ids], dtype=np.uint64)
             tokens = np.full(blocks, self.block_tokens, dtype=np.int32)
             tokens[-1] = request.input_length - self.block_tokens * (blocks - 1)
             self._keys.append(keys)

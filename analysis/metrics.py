@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -217,8 +218,10 @@ def _recommend(
     slots = int(np.searchsorted(cum, need * (1 - 1e-12), side="left"))
     slots = min(slots, cum.size - 1)
     capacity = slots * slot_bytes
-    ram = math.ceil(capacity * (1 + params.headroom))
-    per_rank = math.ceil(ram / params.tp)
+    # exact decimal arithmetic: 200 * (1 + 0.1) in floats is 220.00000000000003, and the
+    # ceiling of that would ask for a byte more than capacity * (1 + headroom)
+    ram = math.ceil(capacity * (1 + Fraction(str(params.headroom))))
+    per_rank = -(-ram // params.tp)
     host = None
     if params.host is not None:
         available = params.host.available()
