@@ -10,7 +10,7 @@ usable on its own:
 """
 
 from analysis.errors import UnusableInput
-from analysis.ingest import IngestOptions, ingest
+from analysis.ingest import IngestOptions, Progress, ingest, ingest_streams
 from analysis.metrics import AnalysisParams, HostBudget, analyze
 from analysis.profiles import PRESETS, KVProfile, preset, profile_from_config, profile_from_file
 from analysis.report import Report
@@ -23,10 +23,12 @@ __all__ = [
     "HostBudget",
     "IngestOptions",
     "KVProfile",
+    "Progress",
     "Report",
     "UnusableInput",
     "analyze",
     "ingest",
+    "ingest_streams",
     "preset",
     "profile_from_config",
     "profile_from_file",

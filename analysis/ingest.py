@@ -31,8 +31,19 @@ from analysis.stream import (
 )
 from analysis.tokens import SegmentTokenizer, load_encoding
 
-# progress(stage, done, total): stage is "reading" | "tokenizing" | "hashing" | "analyzing".
-ProgressFn = Callable[[str, int, int], None]
+
+@dataclass(frozen=True)
+class Progress:
+    """What a long step has done so far; the console writes it to the job row."""
+
+    stage: str  # "reading" (parse + tokenize + hash, streamed together) | "analyzing" ...
+    done: int  # bytes of the log files read (analysis: steps done)
+    total: int
+    requests: int = 0
+    skipped: int = 0
+
+
+ProgressFn = Callable[[Progress], None]
 
 DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
 FORMATS = ("auto", "chat", "mooncake")
@@ -46,6 +57,9 @@ class IngestOptions:
     hash_key: bytes
     format: str = "auto"
     block_tokens: int | None = None  # None: 256 for chat, 512 for traces
+    # more block sizes to key in the same pass (chat logs): token ids are never kept, so
+    # every size an analysis may want must be chosen at ingest
+    extra_block_tokens: tuple[int, ...] = ()
     encoding: str = "cl100k_base"
     tiktoken_dir: str | None = None
     previews: bool = False  # keep the first characters of each segment's text
@@ -67,12 +81,33 @@ class _Codes:
         return found
 
 
-class StreamBuilder:
-    """Collects requests one by one, then orders them by time into a BlockStream."""
+class _BlockColumns:
+    """Block references of one block size, request by request."""
 
-    def __init__(self, source_format: str, block_tokens: int, options: IngestOptions):
+    def __init__(self) -> None:
+        self.nblocks = array("q")
+        self.keys: list[np.ndarray] = []
+        self.tokens: list[np.ndarray] = []
+
+    def add(self, keys: np.ndarray, tokens: np.ndarray) -> None:
+        self.nblocks.append(keys.size)
+        if keys.size:
+            self.keys.append(keys)
+            self.tokens.append(tokens)
+
+
+class StreamBuilder:
+    """Collects requests one by one, then orders them by time into block streams, one
+    per block size (sharing the request and segment tables)."""
+
+    def __init__(self, source_format: str, block_sizes: tuple[int, ...], options: IngestOptions):
+        if source_format == "mooncake" and len(block_sizes) != 1:
+            raise ValueError("a pre-hashed trace has one block size: its own")
+        if any(b < 1 for b in block_sizes):
+            raise ValueError("block sizes must be positive")
         self.source_format = source_format
-        self.block_tokens = block_tokens
+        self.block_sizes = block_sizes
+        self.block_tokens = block_sizes[0]
         self._hasher = KeyedHasher(options.hash_key)
         self._previews = options.previews
         self._tokenizer: SegmentTokenizer | None = None
@@ -89,9 +124,7 @@ class StreamBuilder:
         self._output = array("q")
         self._line = array("q")
         self._file = array("h")
-        self._nblocks = array("q")
-        self._keys: list[np.ndarray] = []
-        self._tokens: list[np.ndarray] = []
+        self._blocks = {b: _BlockColumns() for b in block_sizes}
         self._segments: dict[int, int] = {}  # segment id -> index in the table
         self._seg_id = array("Q")
         self._seg_role = array("b")
@@ -118,15 +151,16 @@ class StreamBuilder:
         self._add_request(request, file_index)
         blocks = len(request.hash_ids)
         self._prompt.append(request.input_length)
-        self._nblocks.append(blocks)
-        if blocks:
+        columns = self._blocks[self.block_tokens]
+        if not blocks:
+            columns.add(np.zeros(0, np.uint64), np.zeros(0, np.int32))
+        else:
             # ids are 64-bit, signed or unsigned (>= 2**63 overflowed int64 and stopped the
             # whole ingest); negatives keep their two's-complement bits, as before
             keys = np.array([h & _KEY_MASK for h in request.hash_ids], dtype=np.uint64)
             tokens = np.full(blocks, self.block_tokens, dtype=np.int32)
             tokens[-1] = request.input_length - self.block_tokens * (blocks - 1)
-            self._keys.append(keys)
-            self._tokens.append(tokens)
+            columns.add(keys, tokens)
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
         tokenizer = self._tokenizer
@@ -146,11 +180,10 @@ class StreamBuilder:
             offset += header.size + text_tokens.size + tokenizer.newline.size
         self._prompt.append(offset)
         self.tokens_total += offset
-        keys = self._hasher.block_keys(np.concatenate(pieces), self.block_tokens)
-        self._nblocks.append(keys.size)
-        if keys.size:
-            self._keys.append(keys)
-            self._tokens.append(np.full(keys.size, self.block_tokens, dtype=np.int32))
+        prompt = np.concatenate(pieces)
+        for size, columns in self._blocks.items():
+            keys = self._hasher.block_keys(prompt, size)
+            columns.add(keys, np.full(keys.size, size, dtype=np.int32))
 
     def _segment(self, role: str, digest: bytes, tokens: int, message) -> int:
         seg_id = self._hasher.segment_id(role, digest)
@@ -176,14 +209,14 @@ class StreamBuilder:
     def distinct_tokens(self) -> int:
         return self._tokenizer.distinct_tokens if self._tokenizer else 0
 
-    def finish(self, files: list[str], log: ErrorLog) -> BlockStream:
+    @property
+    def requests(self) -> int:
+        return len(self._t)
+
+    def finish(self, files: list[str], log: ErrorLog) -> dict[int, BlockStream]:
+        """One BlockStream per block size, requests in time order (ties: file order)."""
         t = np.frombuffer(self._t, dtype=np.int64) if self._t else np.zeros(0, np.int64)
         n = t.size
-        nblocks = _np(self._nblocks, np.int64)
-        start = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(nblocks, out=start[1:])
-        keys = np.concatenate(self._keys) if self._keys else np.zeros(0, np.uint64)
-        tokens = np.concatenate(self._tokens) if self._tokens else np.zeros(0, np.int32)
         occ_req = _np(self._occ_req, np.int32)
         occ_seg = _np(self._occ_seg, np.int32)
         occ_offset = _np(self._occ_offset, np.int64)
@@ -198,13 +231,10 @@ class StreamBuilder:
             _np(self._line, np.int64),
             _np(self._file, np.int16),
         ]
-        if n and np.any(order != np.arange(n)):
+        reordered = bool(n and np.any(order != np.arange(n)))
+        if reordered:
             moved = int(np.count_nonzero(order != np.arange(n)))
             log.note(f"{moved} requests were out of time order; they were sorted by timestamp")
-            ref_index = _gather_ranges(start, order)
-            keys, tokens = keys[ref_index], tokens[ref_index]
-            nblocks = nblocks[order]
-            np.cumsum(nblocks, out=start[1:])
             req_cols = [c[order] for c in req_cols]
             rank = np.empty(n, dtype=np.int32)
             rank[order] = np.arange(n, dtype=np.int32)
@@ -219,43 +249,63 @@ class StreamBuilder:
             "tokens_rendered": int(self.tokens_total),
             "tokens_tokenized": int(self.distinct_tokens),
         }
-        return BlockStream(
-            source_format=self.source_format,
-            block_tokens=self.block_tokens,
-            req_t_us=req_cols[0],
-            req_tenant=req_cols[1],
-            req_user=req_cols[2],
-            req_route=req_cols[3],
-            req_prompt_tokens=req_cols[4],
-            req_output_tokens=req_cols[5],
-            req_line=req_cols[6],
-            req_file=req_cols[7],
-            req_ref_start=start,
-            tenants=self._tenants.values,
-            users=self._users.values,
-            routes=self._routes.values,
-            files=files,
-            ref_key=keys,
-            ref_tokens=tokens,
-            seg_id=_np(self._seg_id, np.uint64),
-            seg_role_class=_np(self._seg_role, np.int8),
-            seg_tokens=_np(self._seg_tokens, np.int32),
-            seg_label=self._seg_label,
-            seg_preview=self._seg_preview if self._previews else None,
-            occ_req=occ_req,
-            occ_seg=occ_seg,
-            occ_offset=occ_offset,
-            errors=log.errors,
-            skipped_lines=log.skipped_lines,
-            notes=log.notes,
-            stats=stats,
-        )
+        streams = {}
+        for size, columns in self._blocks.items():
+            start, keys, tokens = _block_arrays(columns, order if reordered else None)
+            streams[size] = BlockStream(
+                source_format=self.source_format,
+                block_tokens=size,
+                req_t_us=req_cols[0],
+                req_tenant=req_cols[1],
+                req_user=req_cols[2],
+                req_route=req_cols[3],
+                req_prompt_tokens=req_cols[4],
+                req_output_tokens=req_cols[5],
+                req_line=req_cols[6],
+                req_file=req_cols[7],
+                req_ref_start=start,
+                tenants=self._tenants.values,
+                users=self._users.values,
+                routes=self._routes.values,
+                files=files,
+                ref_key=keys,
+                ref_tokens=tokens,
+                seg_id=_np(self._seg_id, np.uint64),
+                seg_role_class=_np(self._seg_role, np.int8),
+                seg_tokens=_np(self._seg_tokens, np.int32),
+                seg_label=self._seg_label,
+                seg_preview=self._seg_preview if self._previews else None,
+                occ_req=occ_req,
+                occ_seg=occ_seg,
+                occ_offset=occ_offset,
+                errors=log.errors,
+                skipped_lines=log.skipped_lines,
+                notes=log.notes,
+                stats=stats,
+            )
+        return streams
 
 
 def _np(values: array, dtype: type) -> np.ndarray:
     if not len(values):
         return np.zeros(0, dtype=dtype)
     return np.frombuffer(values, dtype=dtype).copy()
+
+
+def _block_arrays(
+    columns: _BlockColumns, order: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per-request start offsets, keys, tokens), reordered by request `order` if given."""
+    nblocks = _np(columns.nblocks, np.int64)
+    start = np.zeros(nblocks.size + 1, dtype=np.int64)
+    np.cumsum(nblocks, out=start[1:])
+    keys = np.concatenate(columns.keys) if columns.keys else np.zeros(0, np.uint64)
+    tokens = np.concatenate(columns.tokens) if columns.tokens else np.zeros(0, np.int32)
+    if order is not None:
+        ref_index = _gather_ranges(start, order)
+        keys, tokens = keys[ref_index], tokens[ref_index]
+        np.cumsum(nblocks[order], out=start[1:])
+    return start, keys, tokens
 
 
 def _gather_ranges(start: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -275,8 +325,22 @@ def ingest(
     options: IngestOptions,
     progress: ProgressFn | None = None,
 ) -> BlockStream:
-    """Read every log into one block stream. Bad lines are skipped and listed; a log with
-    no usable line at all raises UnusableInput with a one-line reason."""
+    """Read every log into one block stream (options.block_tokens)."""
+    streams = ingest_streams(paths, options, progress)
+    return next(iter(streams.values()))
+
+
+def ingest_streams(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    progress: ProgressFn | None = None,
+) -> dict[int, BlockStream]:
+    """Read every log once into block streams, one per block size (the first is
+    options.block_tokens or the format's default, then options.extra_block_tokens).
+
+    Bad lines are skipped and listed; a log with no usable line at all raises
+    UnusableInput with a one-line reason.
+    """
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
     log = ErrorLog(max_listed=options.max_listed_errors)
@@ -286,6 +350,12 @@ def ingest(
     builder: StreamBuilder | None = None
     names = [f.path.name for f in files]
     multi = len(files) > 1
+
+    def report(done: int) -> None:
+        if progress is not None:
+            requests = builder.requests if builder is not None else 0
+            progress(Progress("reading", done, total_bytes, requests, log.skipped_lines))
+
     for file_index, log_file in enumerate(files):
         reader: Reader | None = None
         for line_no, raw in log_file.lines():
@@ -294,9 +364,7 @@ def ingest(
                 if obj is None:
                     continue
                 if builder is None:
-                    fmt = options.format if options.format != "auto" else detect_format(obj)
-                    block_tokens = options.block_tokens or DEFAULT_BLOCK_TOKENS[fmt]
-                    builder = StreamBuilder(fmt, block_tokens, options)
+                    builder = _builder(obj, options)
                 if reader is None:
                     reader = _reader(builder, log)
                 request = reader.parse(obj, line_no)
@@ -306,16 +374,23 @@ def ingest(
                     builder.add_chat(request, file_index)
             except LineError as exc:
                 log.skip(line_no, str(exc), names[file_index] if multi else None)
-            if progress is not None and line_no % _PROGRESS_EVERY == 0:
-                progress("reading", done_bytes + log_file.bytes_read(), total_bytes)
+            if line_no % _PROGRESS_EVERY == 0:
+                report(done_bytes + log_file.bytes_read())
         done_bytes += log_file.size
-    if builder is None or not len(builder._t):
+    if builder is None or not builder.requests:
         reason = log.errors[0]["reason"] if log.errors else "the file is empty"
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
         raise UnusableInput(f"no usable request in {', '.join(names)}{first}")
-    if progress is not None:
-        progress("reading", total_bytes, total_bytes)
+    report(total_bytes)
     return builder.finish(names, log)
+
+
+def _builder(first: dict, options: IngestOptions) -> StreamBuilder:
+    fmt = options.format if options.format != "auto" else detect_format(first)
+    sizes = (options.block_tokens or DEFAULT_BLOCK_TOKENS[fmt],)
+    if fmt == "chat":
+        sizes += tuple(b for b in dict.fromkeys(options.extra_block_tokens) if b not in sizes)
+    return StreamBuilder(fmt, sizes, options)
 
 
 def _reader(builder: StreamBuilder, log: ErrorLog) -> Reader:

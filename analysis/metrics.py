@@ -4,12 +4,13 @@ computed here from the stored stream, so re-analysis never re-reads or re-tokeni
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
+from analysis.budgets import ServingShape, memory_budgets
+from analysis.ingest import Progress, ProgressFn
 from analysis.mrc import curve_capacities, hit_tokens_by_capacity, stack_distances
 from analysis.profiles import DEFAULT_PROFILE, KVProfile, preset
 from analysis.report import HostBudgetCheck, Recommendation, Report, WindowReport
@@ -68,6 +69,7 @@ class AnalysisParams:
     min_reuses: int = 2
     doc_min_tokens: int = 512
     host: HostBudget | None = None
+    serving: ServingShape | None = None  # for the weights / active KV / host RAM budgets
     series_buckets: int = 240
     top_n: int = 50
 
@@ -88,9 +90,8 @@ class AnalysisParams:
             raise ValueError("min_reuses must be at least 1")
         if self.doc_min_tokens < 1:
             raise ValueError("doc_min_tokens must be at least 1")
-
-
-ProgressFn = Callable[[str, int, int], None]
+        if self.serving is not None:
+            self.serving.validate()
 
 
 def analyze(
@@ -104,7 +105,7 @@ def analyze(
         nonlocal step
         step += 1
         if progress is not None:
-            progress("analyzing", step, steps)
+            progress(Progress("analyzing", step, steps))
 
     kv_per_token = params.profile.kv_bytes_per_token(params.kv_dtype)
     slot_bytes = stream.block_tokens * kv_per_token
@@ -200,6 +201,10 @@ def analyze(
         routes=_routes(stream),
         ingest_stats=dict(stream.stats),
     )
+    if params.serving is not None:
+        report.budgets = memory_budgets(
+            params.serving, params.profile, kv_per_token, recommendation.ram_bytes
+        )
     if occ is not None and kinds is not None:
         report.top_segments = _top_segments(stream, occ, kinds, params)
         report.top_misplaced = _top_misplaced(

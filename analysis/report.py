@@ -79,6 +79,7 @@ class Report:
     top_segments: list[dict] = field(default_factory=list)
     top_misplaced: list[dict] = field(default_factory=list)
     ingest_stats: dict = field(default_factory=dict)
+    budgets: dict | None = None  # weights / active KV on GPU / reusable blocks in host RAM
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -58,7 +58,8 @@ def occurrences(stream: BlockStream, req_salts: np.ndarray) -> Occurrences:
 def segment_classes(
     occ: Occurrences, kinds: np.ndarray, window_us: int, min_reuses: int
 ) -> dict[str, dict[str, dict[str, int]]]:
-    """Per kind and class: distinct scoped segments, unique tokens and total tokens."""
+    """Per kind and class: distinct scoped segments, unique tokens, total tokens, and
+    reused tokens (tokens of the occurrences that are reuses within the window)."""
     n = occ.distinct
     count = np.bincount(occ.scoped, minlength=n)
     reused = (occ.reuse_us >= 0) & (occ.reuse_us <= window_us)
@@ -79,6 +80,7 @@ def segment_classes(
                 "count": int(sel.sum()),
                 "unique_tokens": int(tokens[sel].sum()),
                 "total_tokens": int((tokens[sel] * count[sel]).sum()),
+                "reused_tokens": int((tokens[sel] * reuses[sel]).sum()),
             }
     return out
 

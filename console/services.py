@@ -15,7 +15,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from analysis import UnusableInput, analyze, ingest
+from analysis import Progress, UnusableInput, analyze, ingest
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, Upload
 
@@ -82,13 +82,13 @@ def upload_ingest(*, upload_id: int) -> None:
     upload = Upload.objects.get(pk=upload_id)
     last_write = 0.0
 
-    def progress(stage: str, done: int, total: int) -> None:
+    def progress(p: Progress) -> None:
         nonlocal last_write
         now = time.monotonic()
-        if now - last_write >= _PROGRESS_MIN_INTERVAL or done >= total:
+        if now - last_write >= _PROGRESS_MIN_INTERVAL or p.done >= p.total:
             last_write = now
             Upload.objects.filter(pk=upload_id).update(
-                stage=stage, progress_done=done, progress_total=total
+                stage=p.stage, progress_done=p.done, progress_total=p.total
             )
 
     try:

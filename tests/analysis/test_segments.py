@@ -63,8 +63,10 @@ def rows():
     ]  # fmt: skip
 
 
-def cls(count=0, unique=0, total=0):
-    return {"count": count, "unique_tokens": unique, "total_tokens": total}
+def cls(count=0, unique=0, total=0, reused=0):
+    # reused: tokens of the occurrences that are reuses within the window
+    return {"count": count, "unique_tokens": unique, "total_tokens": total,
+            "reused_tokens": reused}  # fmt: skip
 
 
 @pytest.fixture
@@ -96,30 +98,31 @@ def test_segment_classes_per_kind(ingest_rows, sizes, reverse):
     #   Q2, Q3 once; Q1 as assistant is another segment (role, text), once: one-off
     assert w100.segments == {
         "instruction": {
-            "hot": cls(1, n["S1"], 3 * n["S1"]),
-            "occasional": cls(1, n["S2"], 2 * n["S2"]),
+            "hot": cls(1, n["S1"], 3 * n["S1"], 2 * n["S1"]),  # 2 reuses
+            "occasional": cls(1, n["S2"], 2 * n["S2"], 0),  # none within 100 s
             "one_off": cls(1, n["LS"], n["LS"]),
         },
         "document": {
-            "hot": cls(1, n["D2"], 3 * n["D2"]),
-            "occasional": cls(2, n["D1"] + n["L1"], 2 * n["D1"] + 3 * n["L1"]),
+            "hot": cls(1, n["D2"], 3 * n["D2"], 2 * n["D2"]),
+            # D1 no reuse within 100 s, L1 one (500 -> 510)
+            "occasional": cls(2, n["D1"] + n["L1"], 2 * n["D1"] + 3 * n["L1"], n["L1"]),
             "one_off": cls(),
         },
         "conversation": {
             "hot": cls(),
-            "occasional": cls(1, n["Q1"], 2 * n["Q1"]),
+            "occasional": cls(1, n["Q1"], 2 * n["Q1"], n["Q1"]),
             "one_off": cls(3, n["Q2"] + n["Q3"] + n["Q1"], n["Q2"] + n["Q3"] + n["Q1"]),
         },
     }
 
     # W = 1000: L1 now has 2 reuses (480 s, 10 s) -> hot; S2, D1, Q1 have 1 -> occasional
     assert w1000.segments["document"] == {
-        "hot": cls(2, n["D2"] + n["L1"], 3 * n["D2"] + 3 * n["L1"]),
-        "occasional": cls(1, n["D1"], 2 * n["D1"]),
+        "hot": cls(2, n["D2"] + n["L1"], 3 * n["D2"] + 3 * n["L1"], 2 * n["D2"] + 2 * n["L1"]),
+        "occasional": cls(1, n["D1"], 2 * n["D1"], n["D1"]),  # 10 -> 510: one reuse
         "one_off": cls(),
     }
-    assert w1000.segments["instruction"]["occasional"] == cls(1, n["S2"], 2 * n["S2"])
-    assert w1000.segments["conversation"]["occasional"] == cls(1, n["Q1"], 2 * n["Q1"])
+    assert w1000.segments["instruction"]["occasional"] == cls(1, n["S2"], 2 * n["S2"], n["S2"])
+    assert w1000.segments["conversation"]["occasional"] == cls(1, n["Q1"], 2 * n["Q1"], n["Q1"])
 
 
 def test_min_reuses_and_doc_min_tokens(ingest_rows, sizes):
@@ -132,13 +135,13 @@ def test_min_reuses_and_doc_min_tokens(ingest_rows, sizes):
     # min_reuses = 1 at W = 100: one reuse is enough. L1 (1 reuse) and Q1 (1) turn hot;
     # S2 and D1 (0 reuses within 100 s) stay occasional.
     assert seg["conversation"] == {
-        "hot": cls(2, n["L1"] + n["Q1"], 3 * n["L1"] + 2 * n["Q1"]),
+        "hot": cls(2, n["L1"] + n["Q1"], 3 * n["L1"] + 2 * n["Q1"], n["L1"] + n["Q1"]),
         "occasional": cls(),
         "one_off": cls(3, n["Q2"] + n["Q3"] + n["Q1"], n["Q2"] + n["Q3"] + n["Q1"]),
     }
     assert seg["document"] == {
-        "hot": cls(1, n["D2"], 3 * n["D2"]),
-        "occasional": cls(1, n["D1"], 2 * n["D1"]),
+        "hot": cls(1, n["D2"], 3 * n["D2"], 2 * n["D2"]),
+        "occasional": cls(1, n["D1"], 2 * n["D1"], 0),
         "one_off": cls(),
     }
     assert seg["instruction"]["occasional"] == cls(1, n["S2"], 2 * n["S2"])
@@ -161,10 +164,10 @@ def test_segments_are_scoped(ingest_rows, enc):
     tenant = analyze(stream, AnalysisParams(windows_s=(60,), scope="tenant"))
     # global: one segment seen at 0, 10, 20: 2 reuses -> hot
     assert glob.windows[0].segments["instruction"] == {
-        "hot": cls(1, k, 3 * k), "occasional": cls(), "one_off": cls()}  # fmt: skip
+        "hot": cls(1, k, 3 * k, 2 * k), "occasional": cls(), "one_off": cls()}  # fmt: skip
     # tenant: A's copy at 0, 20 (1 reuse) is occasional; B's single copy is one-off
     assert tenant.windows[0].segments["instruction"] == {
-        "hot": cls(), "occasional": cls(1, k, 2 * k), "one_off": cls(1, k, k)}  # fmt: skip
+        "hot": cls(), "occasional": cls(1, k, 2 * k, k), "one_off": cls(1, k, k)}  # fmt: skip
 
 
 def test_misplaced_reuse(ingest_rows, render, enc):
