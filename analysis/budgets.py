@@ -31,8 +31,9 @@ class ServingShape:
             raise ValueError("concurrent sequences and context must not be negative")
 
 
-def memory_budgets(shape: ServingShape, profile: KVProfile, kv_bytes_per_token: int,
-                   host_reusable_bytes: int) -> dict:  # fmt: skip
+def memory_budgets(
+    shape: ServingShape, profile: KVProfile, kv_bytes_per_token: int, host_reusable_bytes: int
+) -> dict:
     """Bytes of each budget, per replica, and what is left on the GPUs."""
     params = shape.params if shape.params is not None else profile.params
     weights = round(params * WEIGHT_DTYPE_BYTES[shape.weight_dtype])

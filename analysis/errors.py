@@ -10,7 +10,14 @@ class LineError(ValueError):
 
 
 class UnusableInput(ValueError):
-    """Nothing usable came out of the input (empty file, no valid line, mixed formats...)."""
+    """Nothing usable came out of the input (empty file, no valid line, mixed formats...).
+
+    Carries what was skipped, so a caller can still write the details."""
+
+    def __init__(self, message: str, errors: list[dict] | None = None, skipped_lines: int = 0):
+        super().__init__(message)
+        self.errors = errors or []
+        self.skipped_lines = skipped_lines
 
 
 @dataclass

@@ -189,6 +189,12 @@ class StreamBuilder:
         seg_id = self._hasher.segment_id(role, digest)
         found = self._segments.get(seg_id)
         if found is not None:
+            # the kind must not depend on line order: any occurrence typed as a document
+            # makes the segment a document
+            if message.is_document and self._seg_role[found] == ROLE_OTHER:
+                self._seg_role[found] = ROLE_DOCUMENT_PART
+            if message.label and not self._seg_label[found]:
+                self._seg_label[found] = message.label
             return found
         found = self._segments[seg_id] = len(self._seg_id)
         self._seg_id.append(seg_id)
@@ -380,14 +386,17 @@ def ingest_streams(
     if builder is None or not builder.requests:
         reason = log.errors[0]["reason"] if log.errors else "the file is empty"
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
-        raise UnusableInput(f"no usable request in {', '.join(names)}{first}")
+        raise UnusableInput(
+            f"no usable request in {', '.join(names)}{first}", log.errors, log.skipped_lines
+        )
     report(total_bytes)
     return builder.finish(names, log)
 
 
 def _builder(first: dict, options: IngestOptions) -> StreamBuilder:
     fmt = options.format if options.format != "auto" else detect_format(first)
-    sizes = (options.block_tokens or DEFAULT_BLOCK_TOKENS[fmt],)
+    first = options.block_tokens if options.block_tokens is not None else DEFAULT_BLOCK_TOKENS[fmt]
+    sizes = (first,)
     if fmt == "chat":
         sizes += tuple(b for b in dict.fromkeys(options.extra_block_tokens) if b not in sizes)
     return StreamBuilder(fmt, sizes, options)

@@ -35,6 +35,7 @@ from analysis.stream import BlockStream
 from analysis.workingset import StepFunction, ttl_occupancy, useful_working_set
 
 DEFAULT_WINDOWS = (300.0, 3600.0, 86400.0)
+_MAX_SECONDS = 1e11  # ~3,000 years: past it a window is meaningless and overflows microseconds
 HOST_RESERVES = (
     "os",
     "page_cache",
@@ -74,12 +75,12 @@ class AnalysisParams:
     top_n: int = 50
 
     def validate(self) -> None:
-        if not self.windows_s or any(not w > 0 for w in self.windows_s):
-            raise ValueError("windows must be positive numbers of seconds")
+        if not self.windows_s or any(not 0 < w < _MAX_SECONDS for w in self.windows_s):
+            raise ValueError("windows must be positive, finite numbers of seconds")
         if self.scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
-        if self.lifetime_s is not None and not self.lifetime_s > 0:
-            raise ValueError("lifetime must be a positive number of seconds")
+        if self.lifetime_s is not None and not 0 < self.lifetime_s < _MAX_SECONDS:
+            raise ValueError("lifetime must be a positive, finite number of seconds")
         if not 0 < self.target <= 1:
             raise ValueError("target must be in (0, 1]")
         if not self.headroom >= 0:
@@ -207,8 +208,9 @@ def analyze(
         )
     if occ is not None and kinds is not None:
         report.top_segments = _top_segments(stream, occ, kinds, params)
+        largest = int(np.argmax(params.windows_s))
         report.top_misplaced = _top_misplaced(
-            stream, occ, kinds, misplaced_by_window[-1], params.top_n
+            stream, occ, kinds, misplaced_by_window[largest], params.top_n
         )
     return report
 
@@ -353,7 +355,7 @@ def _top_segments(
         extra[f"reuses_{window_s:g}s"] = np.bincount(
             occ.scoped, weights=reused, minlength=occ.distinct
         ).astype(np.int64)
-    score = extra[f"reuses_{params.windows_s[-1]:g}s"] * np.bincount(
+    score = extra[f"reuses_{max(params.windows_s):g}s"] * np.bincount(
         occ.scoped, weights=occ.tokens, minlength=occ.distinct
     )
     order = np.argsort(-score, kind="stable")[: params.top_n]

@@ -130,7 +130,12 @@ def profile_from_config(config: dict, name: str = "config.json") -> KVProfile:
             latent = int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 0)
             return KVProfile(name, layers, 0, 0, dtype, mla_latent=latent)
         heads = int(config["num_attention_heads"])
-        kv_heads = int(config.get("num_key_value_heads") or heads)
+        kv_heads = int(
+            config.get("num_key_value_heads")
+            or config.get("num_kv_heads")  # Falcon
+            or config.get("multi_query_group_num")  # ChatGLM
+            or (1 if config.get("multi_query") else heads)  # multi-query attention
+        )
         head_dim = config.get("head_dim") or int(config["hidden_size"]) // heads
         return KVProfile(name, layers, kv_heads, int(head_dim), dtype)
     except KeyError as exc:

@@ -27,6 +27,8 @@ TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
 # Roles whose content is an instruction (metrics.md section 1).
 INSTRUCTION_ROLES = frozenset({"system", "developer"})
+# No model has a context anywhere near this; larger counts are corrupt, not traffic.
+MAX_TOKENS = 1 << 40
 
 
 @dataclass(slots=True)
@@ -141,6 +143,8 @@ def _token_count(value: object, what: str) -> int:
         raise LineError(f"{what} {value!r} is not a whole number")
     if value < 0:
         raise LineError(f"{what} {value} is negative")
+    if value > MAX_TOKENS:
+        raise LineError(f"{what} {value} is absurd (more than {MAX_TOKENS:,})")
     return value
 
 

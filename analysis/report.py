@@ -82,7 +82,13 @@ class Report:
     budgets: dict | None = None  # weights / active KV on GPU / reusable blocks in host RAM
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        for window in data["windows"]:
+            # the segment view does not exist for pre-hashed traces: no key at all
+            for key in ("segments", "misplaced_reuse_tokens"):
+                if window[key] is None:
+                    del window[key]
+        return data
 
     def to_json(self, *, indent: bool = True) -> bytes:
         option = orjson.OPT_INDENT_2 if indent else 0

@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 from analysis.errors import LineError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Epoch seconds pass 1e11 only in the year 5138; epoch milliseconds passed it in 1973.
-_MS_THRESHOLD = 1e11
+# Epoch seconds pass 1e11 only in the year 5138; epoch milliseconds passed it in 1973,
+# microseconds 1e14 in 1973 too, nanoseconds 1e17 likewise: magnitude tells the unit.
+_UNITS = ((1e17, 1e-3), (1e14, 1.0), (1e11, 1e3))  # (threshold, microseconds per unit)
+# int64 microseconds hold about +-292,000 years; refuse anything past year 9999
+_MAX_US = 253_402_300_800 * 1_000_000
 
 NO_ZONE_NOTE = "timestamps without a time zone were read as UTC"
 
@@ -35,11 +38,21 @@ def parse_timestamp(value: object) -> tuple[int, bool]:
 
 
 def _from_number(number: int | float) -> int:
+    """Epoch seconds, ms, µs or ns (told apart by magnitude) as microseconds."""
     if isinstance(number, float) and not math.isfinite(number):
         raise LineError(f"timestamp {number!r} is not a finite number")
-    if abs(number) >= _MS_THRESHOLD:
-        return round(number * 1000)
-    return round(number * 1_000_000)
+    us_per_unit = next((u for threshold, u in _UNITS if abs(number) >= threshold), 1e6)
+    if isinstance(number, int):  # exact integer arithmetic, no float rounding
+        us = number // 1000 if us_per_unit < 1 else number * int(us_per_unit)
+    else:
+        us = round(number * us_per_unit)
+    return _in_range(us, number)
+
+
+def _in_range(us: int, original: object) -> int:
+    if abs(us) > _MAX_US:
+        raise LineError(f"timestamp {original!r} is out of range (after the year 9999)")
+    return us
 
 
 def _from_iso(text: str) -> tuple[int, bool]:
@@ -60,4 +73,4 @@ def ms_to_us(value: object) -> int:
         raise LineError(f"timestamp {value!r} is not a number of milliseconds")
     if isinstance(value, float) and not math.isfinite(value):
         raise LineError(f"timestamp {value!r} is not a finite number")
-    return round(value * 1000)
+    return _in_range(round(value * 1000), value)

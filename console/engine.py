@@ -1,5 +1,5 @@
-"""The console's doorway to the engine: settings -> engine options, CLI/form values ->
-AnalysisParams. No arithmetic here; the engine computes, this only translates."""
+"""The console's doorway to the engine: settings -> engine options, stored parameter
+values -> AnalysisParams. No arithmetic here beyond GiB -> bytes; the engine computes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 from django.conf import settings
 
 from analysis import AnalysisParams, HostBudget, IngestOptions, preset, profile_from_file
-from analysis.metrics import DEFAULT_WINDOWS
-from analysis.profiles import DEFAULT_PROFILE
+from analysis.budgets import ServingShape
+from analysis.metrics import DEFAULT_WINDOWS, HOST_RESERVES
+from analysis.profiles import DEFAULT_PROFILE, profile_from_config
 
 GIB = 1 << 30
 
@@ -18,6 +19,7 @@ def ingest_options(
     *,
     format: str = "auto",
     block_tokens: int | None = None,
+    extra_block_tokens: tuple[int, ...] = (),
     encoding: str = "cl100k_base",
     previews: bool = False,
     tiktoken_dir: str | None = None,
@@ -26,6 +28,7 @@ def ingest_options(
         hash_key=settings.KVSCOPE_HASH_KEY,
         format=format,
         block_tokens=block_tokens,
+        extra_block_tokens=extra_block_tokens,
         encoding=encoding,
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
         previews=previews,
@@ -33,11 +36,15 @@ def ingest_options(
     )
 
 
+def _gib(value: float | None) -> int | None:
+    return None if value is None else round(value * GIB)
+
+
 def analysis_params(
     *,
     windows: list[float] | None = None,
     model: str = DEFAULT_PROFILE,
-    model_config: str | Path | None = None,
+    model_config: dict | str | Path | None = None,
     kv_dtype: str | None = None,
     scope: str = "global",
     lifetime: float | None = None,
@@ -47,19 +54,46 @@ def analysis_params(
     min_reuses: int = 2,
     doc_min_tokens: int = 512,
     host_ram_gib: float | None = None,
-    reserves_gib: dict[str, float] | None = None,
+    gpu_memory_gib: float | None = None,
+    weight_dtype: str = "bf16",
+    params_b: float | None = None,
+    concurrent_sequences: int = 32,
+    context_tokens: int = 8192,
+    **reserves_gib: float | None,
 ) -> AnalysisParams:
-    profile = profile_from_file(model_config) if model_config else preset(model)
+    """AnalysisParams from the values of the analysis form or the command line.
+
+    Host reserves come as reserve_<name>_gib for each name of HOST_RESERVES.
+    """
+    unknown = set(reserves_gib) - {f"reserve_{name}_gib" for name in HOST_RESERVES}
+    if unknown:
+        raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
+    if isinstance(model_config, dict):
+        profile = profile_from_config(model_config)
+    elif model_config:
+        profile = profile_from_file(model_config)
+    else:
+        profile = preset(model)
     host = None
     if host_ram_gib is not None:
-        host = HostBudget(
-            host_ram_bytes=round(host_ram_gib * GIB),
-            reserves_bytes={k: round(v * GIB) for k, v in (reserves_gib or {}).items()},
+        reserves = {
+            name: _gib(reserves_gib.get(f"reserve_{name}_gib") or 0.0) for name in HOST_RESERVES
+        }
+        host = HostBudget(host_ram_bytes=_gib(host_ram_gib), reserves_bytes=reserves)
+    serving = None
+    if gpu_memory_gib is not None:
+        serving = ServingShape(
+            gpu_memory_bytes=_gib(gpu_memory_gib),
+            gpus=tp,
+            weight_dtype=weight_dtype,
+            params=params_b * 1e9 if params_b else None,
+            concurrent_sequences=concurrent_sequences,
+            context_tokens=context_tokens,
         )
     return AnalysisParams(
         windows_s=tuple(windows) if windows else DEFAULT_WINDOWS,
         profile=profile,
-        kv_dtype=kv_dtype,
+        kv_dtype=kv_dtype or None,
         scope=scope,
         lifetime_s=lifetime,
         target=target,
@@ -68,4 +102,5 @@ def analysis_params(
         min_reuses=min_reuses,
         doc_min_tokens=doc_min_tokens,
         host=host,
+        serving=serving,
     )

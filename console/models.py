@@ -1,4 +1,4 @@
-"""Uploads of request logs and the analyses run on them."""
+"""Uploads of request logs and the analyses run on their block streams."""
 
 from __future__ import annotations
 
@@ -6,14 +6,38 @@ from django.conf import settings
 from django.db import models
 
 
-class Upload(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        PARTIAL = "partial", "Done, some lines skipped"
-        FAILED = "failed", "Failed"
+class JobStatus(models.TextChoices):
+    PENDING = "pending", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    PARTIAL = "partial", "Done, some lines skipped"
+    FAILED = "failed", "Failed"
 
+
+FINISHED = (JobStatus.DONE, JobStatus.PARTIAL, JobStatus.FAILED)
+
+
+class Job(models.Model):
+    """Progress of a background step, written by the task and polled by the page."""
+
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default="pending")
+    stage = models.CharField(max_length=20, blank=True)
+    progress_done = models.BigIntegerField(default=0)
+    progress_total = models.BigIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    processed_by = models.CharField(max_length=200, blank=True)  # host:pid of the worker
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class Upload(Job):
     name = models.CharField(max_length=200)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -21,47 +45,64 @@ class Upload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # what was asked for at upload time
     format = models.CharField(max_length=10, default="auto")
-    block_tokens = models.PositiveIntegerField(null=True, blank=True)
+    block_sizes = models.JSONField(default=list, blank=True)  # [] = the format's default
     previews = models.BooleanField(default=False)
     keep_raw_until = models.DateField(null=True, blank=True)
-    # the raw file, under a generated name in MEDIA_ROOT; emptied once deleted
-    raw_path = models.CharField(max_length=500, blank=True)
+    # raw files under generated names in MEDIA_ROOT/raw; emptied once deleted
+    raw_paths = models.JSONField(default=list, blank=True)
+    raw_names = models.JSONField(default=list, blank=True)  # names as uploaded, for display
     raw_size = models.BigIntegerField(default=0)
-    original_name = models.CharField(max_length=300, blank=True)
-    # ingest progress, written by the task, polled by the page
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    stage = models.CharField(max_length=20, blank=True)
-    progress_done = models.BigIntegerField(default=0)
-    progress_total = models.BigIntegerField(default=0)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    message = models.TextField(blank=True)
-    processed_by = models.CharField(max_length=200, blank=True)
+    # ingest counters for the progress view
+    requests_done = models.BigIntegerField(default=0)
+    skipped_so_far = models.BigIntegerField(default=0)
     # what the ingest produced
     source_format = models.CharField(max_length=10, blank=True)
-    artifact_path = models.CharField(max_length=500, blank=True)
+    streams = models.JSONField(default=dict, blank=True)  # {"256": "/artifacts/.../b256"}
     requests = models.BigIntegerField(default=0)
     skipped_lines = models.BigIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
+        permissions = [("analyze_upload", "Can upload logs and run analyses")]
 
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def available_block_sizes(self) -> list[int]:
+        return sorted(int(b) for b in self.streams)
 
-class Analysis(models.Model):
-    """One parameter set run on an upload's block stream; holds the report JSON."""
+
+class Analysis(Job):
+    """One parameter set run on one of an upload's block streams."""
 
     upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="analyses")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
-    params = models.JSONField(default=dict)
-    report = models.JSONField(default=dict)
+    block_tokens = models.PositiveIntegerField()
+    params = models.JSONField(default=dict)  # the form's values (see console.forms)
+    report = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
         verbose_name_plural = "analyses"
 
     def __str__(self) -> str:
-        return f"{self.upload} / {self.params.get('scope', 'global')}"
+        return f"{self.upload} #{self.pk}"
+
+    @property
+    def summary(self) -> str:
+        """A short label of the parameters, for lists and comparisons."""
+        p = self.params
+        parts = [p.get("model", "?"), p.get("scope", "global"), f"B={self.block_tokens}"]
+        if p.get("kv_dtype"):
+            parts.insert(1, p["kv_dtype"])
+        if p.get("lifetime"):
+            parts.append(f"lifetime {p['lifetime']:g}s")
+        if p.get("tp", 1) != 1:
+            parts.append(f"TP{p['tp']}")
+        return " · ".join(str(x) for x in parts)

@@ -1,4 +1,8 @@
-"""Writes: creating uploads and running their ingest. Views, tasks and commands call these."""
+"""Writes: uploads, their ingest, and analyses. Views, tasks and commands call these.
+
+Every state change claims its row with a conditional UPDATE, so a second click, a
+redelivered task or a concurrent request does nothing harmful.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -15,12 +20,31 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from analysis import Progress, UnusableInput, analyze, ingest
+from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_streams
+from analysis.ingest import DEFAULT_BLOCK_TOKENS
 from console.engine import analysis_params, ingest_options
-from console.models import Analysis, Upload
+from console.models import Analysis, JobStatus, Upload
 
 log = logging.getLogger(__name__)
-_PROGRESS_MIN_INTERVAL = 0.5  # seconds between progress writes to the job row
+_PROGRESS_MIN_INTERVAL = 0.5  # seconds between progress writes to a job row
+DEFAULT_PARAMS = {
+    "windows": [300.0, 3600.0, 86400.0],
+    "model": "llama-3.1-8b",
+    "scope": "global",
+    "target": 0.9,
+    "headroom": 0.1,
+    "tp": 1,
+    "min_reuses": 2,
+    "doc_min_tokens": 512,
+}
+
+
+class RetryRefused(Exception):
+    pass
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _raw_folder() -> Path:
@@ -29,110 +53,218 @@ def _raw_folder() -> Path:
     return folder
 
 
+def _store_raw(source: UploadedFile | Path) -> tuple[Path, str]:
+    """Move or copy one file under a generated name; returns (path, name as uploaded)."""
+    target = _raw_folder() / f"{uuid.uuid4().hex}.log"
+    tmp = target.with_suffix(".part")  # a crash never leaves a half file under a real name
+    if isinstance(source, Path):
+        shutil.copyfile(source, tmp)
+        name = source.name
+    else:
+        temp_path = getattr(source, "temporary_file_path", None)
+        if temp_path is not None:
+            shutil.copyfile(temp_path(), tmp)
+        else:
+            with open(tmp, "wb") as out:
+                for chunk in source.chunks():
+                    out.write(chunk)
+        name = source.name or "upload"
+    os.replace(tmp, target)
+    return target, name[:300]
+
+
 def upload_create(
     *,
     name: str,
-    source: UploadedFile | Path,
+    sources: Sequence[UploadedFile | Path],
     user=None,
     format: str = "auto",
-    block_tokens: int | None = None,
+    block_sizes: Sequence[int] = (),
     previews: bool = False,
     keep_raw_until=None,
 ) -> Upload:
-    """Store the raw file under a generated name and queue its ingest (after commit)."""
-    target = _raw_folder() / f"{uuid.uuid4().hex}.log"
-    tmp = target.with_suffix(".part")
-    if isinstance(source, Path):
-        shutil.copyfile(source, tmp)
-        original = source.name
-    else:
-        with open(tmp, "wb") as out:
-            for chunk in source.chunks():
-                out.write(chunk)
-        original = source.name or ""
-    os.replace(tmp, target)
+    """Store the raw files under generated names and queue the ingest (after commit)."""
+    stored = [_store_raw(source) for source in sources]
     upload = Upload.objects.create(
         name=name,
         created_by=user,
         format=format,
-        block_tokens=block_tokens,
+        block_sizes=sorted(set(block_sizes)),
         previews=previews,
         keep_raw_until=keep_raw_until,
-        raw_path=str(target),
-        raw_size=target.stat().st_size,
-        original_name=original[:300],
+        raw_paths=[str(path) for path, _ in stored],
+        raw_names=[original for _, original in stored],
+        raw_size=sum(path.stat().st_size for path, _ in stored),
     )
-    from console.tasks import ingest_upload_task
-
-    transaction.on_commit(lambda: ingest_upload_task.delay(upload.pk))
+    _enqueue_ingest(upload.pk)
     return upload
 
 
-def upload_ingest(*, upload_id: int) -> None:
-    """Run an upload's ingest and default analysis. Claims the row first, so a second
-    delivery of the same task does nothing."""
-    claimed = Upload.objects.filter(pk=upload_id, status=Upload.Status.PENDING).update(
-        status=Upload.Status.RUNNING,
-        started_at=timezone.now(),
-        stage="reading",
-        processed_by=f"{socket.gethostname()}:{os.getpid()}",
+def _enqueue_ingest(upload_id: int) -> None:
+    from console.tasks import ingest_upload_task
+
+    transaction.on_commit(lambda: ingest_upload_task.delay(upload_id))
+
+
+def upload_retry(*, upload: Upload) -> Upload:
+    """Queue a failed ingest again, if its raw files are still there."""
+    if not upload.raw_paths or not all(Path(p).exists() for p in upload.raw_paths):
+        raise RetryRefused("The raw files are gone; upload the log again.")
+    claimed = Upload.objects.filter(pk=upload.pk, status=JobStatus.FAILED).update(
+        status=JobStatus.PENDING,
+        stage="",
+        message="",
+        progress_done=0,
+        progress_total=0,
+        requests_done=0,
+        skipped_so_far=0,
+        started_at=None,
+        finished_at=None,
     )
-    if not claimed:
+    if claimed:
+        _enqueue_ingest(upload.pk)
+    upload.refresh_from_db()
+    return upload
+
+
+def _progress_writer(model, pk: int, counters: bool = False) -> Callable[[Progress], None]:
+    """A progress callback that writes to the job row at most twice a second."""
+    last = 0.0
+
+    def write(p: Progress) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < _PROGRESS_MIN_INTERVAL and p.done < p.total:
+            return
+        last = now
+        fields = {"stage": p.stage, "progress_done": p.done, "progress_total": p.total}
+        if counters:
+            fields |= {"requests_done": p.requests, "skipped_so_far": p.skipped}
+        model.objects.filter(pk=pk).update(**fields)
+
+    return write
+
+
+def _claim(model, pk: int) -> bool:
+    return bool(
+        model.objects.filter(pk=pk, status=JobStatus.PENDING).update(
+            status=JobStatus.RUNNING, started_at=timezone.now(), processed_by=_worker_name()
+        )
+    )
+
+
+def _fail(model, pk: int, message: str) -> None:
+    model.objects.filter(pk=pk).update(
+        status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
+    )
+
+
+def upload_ingest(*, upload_id: int) -> None:
+    """Ingest an upload into one block stream per block size, then run the default
+    analysis on the first. Claims the row first: a second delivery does nothing."""
+    if not _claim(Upload, upload_id):
         return
     upload = Upload.objects.get(pk=upload_id)
-    last_write = 0.0
-
-    def progress(p: Progress) -> None:
-        nonlocal last_write
-        now = time.monotonic()
-        if now - last_write >= _PROGRESS_MIN_INTERVAL or p.done >= p.total:
-            last_write = now
-            Upload.objects.filter(pk=upload_id).update(
-                stage=p.stage, progress_done=p.done, progress_total=p.total
-            )
-
+    sizes = list(upload.block_sizes)
     try:
-        stream = ingest(
-            [upload.raw_path],
+        streams = ingest_streams(
+            upload.raw_paths,
             ingest_options(
-                format=upload.format, block_tokens=upload.block_tokens, previews=upload.previews
+                format=upload.format,
+                block_tokens=sizes[0] if sizes else None,
+                extra_block_tokens=tuple(sizes[1:]),
+                previews=upload.previews,
             ),
-            progress=progress,
+            progress=_progress_writer(Upload, upload_id, counters=True),
         )
-        folder = Path(settings.ARTIFACT_ROOT) / f"upload-{upload.pk}" / f"b{stream.block_tokens}"
-        stream.save(folder)
-        report = analyze(stream, analysis_params(), progress=progress)
+        Upload.objects.filter(pk=upload_id).update(stage="writing")
+        folder = Path(settings.ARTIFACT_ROOT) / f"upload-{upload.pk}"
+        paths = {str(size): str(s.save(folder / f"b{size}")) for size, s in streams.items()}
+        first = next(iter(streams.values()))
+        Upload.objects.filter(pk=upload_id).update(stage="analyzing")
+        params = dict(DEFAULT_PARAMS)
+        report = analyze(first, analysis_params(**params), progress=None)
     except UnusableInput as exc:
-        _fail(upload, str(exc))
+        _fail(Upload, upload_id, str(exc))
         return
     except Exception as exc:
         log.exception("ingest of upload %s failed", upload_id)
-        _fail(upload, f"internal error: {type(exc).__name__}: {exc}")
+        _fail(Upload, upload_id, f"internal error: {type(exc).__name__}: {exc}")
         raise
+    now = timezone.now()
     with transaction.atomic():
-        Analysis.objects.create(upload=upload, params=report.params, report=report.to_dict())
-        Upload.objects.filter(pk=upload_id).update(
-            status=Upload.Status.PARTIAL if stream.skipped_lines else Upload.Status.DONE,
+        Analysis.objects.create(
+            upload=upload,
+            created_by=upload.created_by,
+            block_tokens=first.block_tokens,
+            params=params,
+            report=report.to_dict(),
+            status=JobStatus.DONE,
             stage="done",
-            finished_at=timezone.now(),
-            source_format=stream.source_format,
-            artifact_path=str(folder),
-            requests=stream.requests,
-            skipped_lines=stream.skipped_lines,
-            errors=stream.errors,
-            message="; ".join(stream.notes),
+            started_at=now,
+            finished_at=now,
+            processed_by=_worker_name(),
+        )
+        Upload.objects.filter(pk=upload_id).update(
+            status=JobStatus.PARTIAL if first.skipped_lines else JobStatus.DONE,
+            stage="done",
+            finished_at=now,
+            source_format=first.source_format,
+            streams=paths,
+            requests=first.requests,
+            requests_done=first.requests,
+            skipped_lines=first.skipped_lines,
+            skipped_so_far=first.skipped_lines,
+            errors=first.errors,
+            notes=first.notes,
         )
     if upload.keep_raw_until is None:
-        _delete_raw(upload)
+        upload_delete_raw(upload_id=upload_id)
 
 
-def _fail(upload: Upload, message: str) -> None:
-    Upload.objects.filter(pk=upload.pk).update(
-        status=Upload.Status.FAILED, finished_at=timezone.now(), message=message
+def upload_delete_raw(*, upload_id: int) -> None:
+    upload = Upload.objects.get(pk=upload_id)
+    for path in upload.raw_paths:
+        Path(path).unlink(missing_ok=True)
+    Upload.objects.filter(pk=upload_id).update(raw_paths=[])
+
+
+def default_block_size(upload: Upload) -> int:
+    sizes = upload.available_block_sizes
+    return sizes[0] if sizes else DEFAULT_BLOCK_TOKENS.get(upload.source_format, 256)
+
+
+def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
+    """Queue an analysis of an upload's stored block stream with new parameters."""
+    if str(block_tokens) not in upload.streams:
+        raise ValueError(f"this upload has no {block_tokens}-token block stream")
+    analysis_params(**params).validate()  # refuse bad parameters before queueing
+    analysis = Analysis.objects.create(
+        upload=upload, created_by=user, block_tokens=block_tokens, params=params
     )
+    from console.tasks import run_analysis_task
+
+    transaction.on_commit(lambda: run_analysis_task.delay(analysis.pk))
+    return analysis
 
 
-def _delete_raw(upload: Upload) -> None:
-    if upload.raw_path:
-        Path(upload.raw_path).unlink(missing_ok=True)
-        Upload.objects.filter(pk=upload.pk).update(raw_path="")
+def analysis_run(*, analysis_id: int) -> None:
+    """Run a queued analysis from the block stream (never the raw file)."""
+    if not _claim(Analysis, analysis_id):
+        return
+    analysis = Analysis.objects.select_related("upload").get(pk=analysis_id)
+    progress = _progress_writer(Analysis, analysis_id)
+    try:
+        progress(Progress("loading", 0, 1))
+        stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
+        report = analyze(stream, analysis_params(**analysis.params), progress=progress)
+    except (ValueError, KeyError, OSError) as exc:
+        _fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}")
+        return
+    except Exception as exc:
+        log.exception("analysis %s failed", analysis_id)
+        _fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    Analysis.objects.filter(pk=analysis_id).update(
+        report=report.to_dict(), status=JobStatus.DONE, stage="done", finished_at=timezone.now()
+    )

@@ -87,6 +87,12 @@ ARTIFACT_ROOT = DATA_DIR / "artifacts"
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.min.js straight from the installed plotly package: no CDN, no copy in git
+    "console.staticfinders.PlotlyFinder",
+]
 # Development serves static files straight from the source folders; production serves
 # the collected, hashed and compressed copies (python manage.py collectstatic).
 WHITENOISE_USE_FINDERS = DEBUG
@@ -115,6 +121,11 @@ if not _hash_key:
 KVSCOPE_HASH_KEY = _hash_key.encode()
 if len(KVSCOPE_HASH_KEY) < 16:
     raise ImproperlyConfigured("KVSCOPE_HASH_KEY must be at least 16 characters")
+
+# Uploads stream to temporary files on disk (never whole into memory) and stop past the cap.
+KVSCOPE_UPLOAD_MAX_BYTES = env_int("KVSCOPE_UPLOAD_MAX_BYTES", 10 * 1024**3, minimum=1)
+FILE_UPLOAD_HANDLERS = ["console.uploads.SizeLimitedUploadHandler"]
+FILE_UPLOAD_TEMP_DIR = env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or None
 
 # Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.
 KVSCOPE_TIKTOKEN_DIR = env_str("KVSCOPE_TIKTOKEN_DIR", "")

@@ -1,4 +1,4 @@
-"""Celery tasks: thin faces on the services."""
+"""Celery tasks: thin faces on the services (load by id, call, nothing else)."""
 
 from celery import shared_task
 
@@ -8,3 +8,10 @@ def ingest_upload_task(upload_id: int) -> None:
     from console.services import upload_ingest
 
     upload_ingest(upload_id=upload_id)
+
+
+@shared_task(name="kvscope.run_analysis", acks_late=True)
+def run_analysis_task(analysis_id: int) -> None:
+    from console.services import analysis_run
+
+    analysis_run(analysis_id=analysis_id)

@@ -1,11 +1,29 @@
-"""Pages. Thin: they read rows and hand them to templates."""
+"""Pages. Thin: check the role, validate a form, call a service, render stored results.
+Nothing is recomputed per page view: reports are read from the Analysis rows."""
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from __future__ import annotations
 
-from console.models import Upload
+import orjson
+from django.conf import settings
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from analysis.compare import headline_rows
+from console import charts, exports
+from console.forms import AnalysisForm, UploadForm, analysis_initial
+from console.models import Analysis, JobStatus, Upload
+from console.roles import analyst_required, can_analyze, reader_required
+from console.services import (
+    RetryRefused,
+    analysis_create,
+    default_block_size,
+    upload_create,
+    upload_retry,
+)
+from console.uploads import human_bytes
 
 
 @require_GET
@@ -13,7 +31,194 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")
 
 
-@login_required
+@reader_required
 def home(request: HttpRequest) -> HttpResponse:
-    uploads = Upload.objects.all()[:50]
-    return render(request, "console/home.html", {"uploads": uploads})
+    uploads = Upload.objects.select_related("created_by")[:100]
+    return render(
+        request, "console/home.html", {"uploads": uploads, "can_analyze": can_analyze(request.user)}
+    )
+
+
+@analyst_required
+def upload_new(request: HttpRequest) -> HttpResponse:
+    limit = human_bytes(settings.KVSCOPE_UPLOAD_MAX_BYTES)
+    if request.method == "POST":
+        form = UploadForm(request.POST, request.FILES)
+        if getattr(request, "upload_too_large", False):
+            form = UploadForm(request.POST)
+            form.is_valid()
+            form.add_error("files", f"The upload is larger than the limit of {limit}.")
+        elif form.is_valid():
+            data = form.cleaned_data
+            upload = upload_create(
+                name=data["name"],
+                sources=data["files"],
+                user=request.user,
+                format=data["format"],
+                block_sizes=data["block_sizes"],
+                previews=data["previews"],
+                keep_raw_until=data["keep_until"],
+            )
+            return redirect("upload_detail", pk=upload.pk)
+    else:
+        form = UploadForm()
+    return render(request, "console/upload_new.html", {"form": form, "limit": limit})
+
+
+def _job_json(job, **extra) -> dict:
+    return {
+        "status": job.status,
+        "status_display": job.get_status_display(),
+        "finished": job.finished,
+        "stage": job.stage,
+        "done": job.progress_done,
+        "total": job.progress_total,
+        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "message": job.message,
+        **extra,
+    }
+
+
+@reader_required
+def upload_status(request: HttpRequest, pk: int) -> JsonResponse:
+    upload = get_object_or_404(Upload, pk=pk)
+    return JsonResponse(
+        _job_json(upload, requests=upload.requests_done, skipped=upload.skipped_so_far)
+    )
+
+
+@reader_required
+def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    upload = get_object_or_404(Upload, pk=pk)
+    analyses = list(upload.analyses.select_related("created_by"))
+    form = None
+    if upload.streams and can_analyze(request.user):
+        latest = next((a for a in analyses if a.status == JobStatus.DONE), None)
+        initial = (
+            analysis_initial(latest.params, latest.block_tokens)
+            if latest
+            else {"block_tokens": default_block_size(upload)}
+        )
+        form = AnalysisForm(initial=initial, block_sizes=upload.available_block_sizes)
+    return render(
+        request,
+        "console/upload_detail.html",
+        {
+            "upload": upload,
+            "analyses": analyses,
+            "form": form,
+            "can_analyze": can_analyze(request.user),
+        },
+    )
+
+
+@require_POST
+@analyst_required
+def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    upload = get_object_or_404(Upload, pk=pk)
+    try:
+        upload_retry(upload=upload)
+        messages.success(request, "The ingest is queued again.")
+    except RetryRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("upload_detail", pk=pk)
+
+
+@require_POST
+@analyst_required
+def analysis_new(request: HttpRequest, pk: int) -> HttpResponse:
+    upload = get_object_or_404(Upload, pk=pk)
+    form = AnalysisForm(request.POST, request.FILES, block_sizes=upload.available_block_sizes)
+    if form.is_valid():
+        try:
+            analysis = analysis_create(
+                upload=upload,
+                block_tokens=form.cleaned_data["block_tokens"],
+                params=form.params(),
+                user=request.user,
+            )
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("analysis_detail", pk=analysis.pk)
+    return render(
+        request,
+        "console/upload_detail.html",
+        {
+            "upload": upload,
+            "analyses": upload.analyses.all(),
+            "form": form,
+            "can_analyze": True,
+        },
+        status=400,
+    )
+
+
+@reader_required
+def analysis_status(request: HttpRequest, pk: int) -> JsonResponse:
+    return JsonResponse(_job_json(get_object_or_404(Analysis, pk=pk)))
+
+
+@reader_required
+def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    analysis = get_object_or_404(Analysis.objects.select_related("upload"), pk=pk)
+    report = analysis.report
+    form = None
+    if can_analyze(request.user) and analysis.upload.streams:
+        form = AnalysisForm(
+            initial=analysis_initial(analysis.params, analysis.block_tokens),
+            block_sizes=analysis.upload.available_block_sizes,
+        )
+    siblings = analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=pk)
+    return render(
+        request,
+        "console/analysis_detail.html",
+        {
+            "analysis": analysis,
+            "upload": analysis.upload,
+            "report": report,
+            "figures": charts.report_figures(report) if report else {},
+            "form": form,
+            "siblings": siblings,
+        },
+    )
+
+
+def _download(content: str | bytes, filename: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@reader_required
+def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
+    analysis = get_object_or_404(Analysis, pk=pk, status=JobStatus.DONE)
+    stem = f"kvscope-analysis-{analysis.pk}"
+    if what == "report.json":
+        data = orjson.dumps(analysis.report, option=orjson.OPT_INDENT_2)
+        return _download(data, f"{stem}.json", "application/json")
+    builders = {
+        "curve.csv": exports.curve_csv,
+        "series.csv": exports.series_csv,
+        "segments.csv": exports.segments_csv,
+    }
+    if what not in builders:
+        return HttpResponse(status=404)
+    return _download(builders[what](analysis.report), f"{stem}-{what}", "text/csv")
+
+
+@reader_required
+def compare(request: HttpRequest) -> HttpResponse:
+    ids = [int(x) for x in request.GET.getlist("a") if x.isdigit()][:4]
+    analyses = list(
+        Analysis.objects.select_related("upload").filter(pk__in=ids, status=JobStatus.DONE)
+    )
+    analyses.sort(key=lambda a: ids.index(a.pk))
+    if len(analyses) < 2:
+        messages.error(request, "Pick two finished analyses to compare.")
+        return redirect(request.META.get("HTTP_REFERER") or reverse("home"))
+    figure = charts.compare_figure([(f"#{a.pk} {a.summary}", a.report) for a in analyses])
+    rows = headline_rows([a.report for a in analyses])
+    return render(
+        request, "console/compare.html", {"analyses": analyses, "figure": figure, "rows": rows}
+    )

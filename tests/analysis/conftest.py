@@ -84,8 +84,9 @@ def ingest_rows(write_jsonl):
 
     def _ingest(rows, block_tokens: int | None = None, fmt: str = "auto", gz: bool = False):
         path = write_jsonl(rows, gz=gz)
-        return ingest([path], IngestOptions(hash_key=HASH_KEY, format=fmt,
-                                            block_tokens=block_tokens))  # fmt: skip
+        return ingest(
+            [path], IngestOptions(hash_key=HASH_KEY, format=fmt, block_tokens=block_tokens)
+        )
 
     return _ingest
 
@@ -98,8 +99,13 @@ def trace():
     def _trace(t_ms, ids, block_tokens, last=None, **extra) -> dict:
         last = block_tokens if last is None else last
         input_length = block_tokens * (len(ids) - 1) + last if ids else 0
-        return {"timestamp": t_ms, "input_length": input_length, "output_length": 1,
-                "hash_ids": list(ids), **extra}  # fmt: skip
+        return {
+            "timestamp": t_ms,
+            "input_length": input_length,
+            "output_length": 1,
+            "hash_ids": list(ids),
+            **extra,
+        }
 
     return _trace
 

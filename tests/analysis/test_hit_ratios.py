@@ -87,8 +87,10 @@ def test_tail_tokens_count_in_the_denominator_only(ingest_rows, render):
     block = 4
     assert n % block != 0 and n // block >= 1  # the prompt has a tail
     row = {"messages": [{"role": "user", "content": messages[0][1]}]}
-    stream = ingest_rows([{**row, "timestamp": 1_700_000_000}, {**row, "timestamp": 1_700_000_001}],
-                         block_tokens=block)  # fmt: skip
+    stream = ingest_rows(
+        [{**row, "timestamp": 1_700_000_000}, {**row, "timestamp": 1_700_000_001}],
+        block_tokens=block,
+    )
     report = analyze(stream, AnalysisParams(windows_s=(10,)))
 
     full = n // block  # full blocks per request; the tail (n % block tokens) has no key
@@ -108,20 +110,31 @@ def test_keys_chain_so_the_same_block_after_a_different_prefix_misses(ingest_row
     two = render([("user", second), ("user", shared)])
     assert len(one) == len(two)  # the shared message sits at the same offsets
     same_blocks = [
-        j for j in range(len(one) // block)
-        if one[j * block:(j + 1) * block] == two[j * block:(j + 1) * block]
-    ]  # fmt: skip
+        j
+        for j in range(len(one) // block)
+        if one[j * block : (j + 1) * block] == two[j * block : (j + 1) * block]
+    ]
     assert same_blocks  # hashing blocks on their own would find hits...
     assert 0 not in same_blocks  # ...but the first blocks differ, so no prefix is shared
     stream = ingest_rows(
         [
-            {"timestamp": 1000, "messages": [{"role": "user", "content": first},
-                                             {"role": "user", "content": shared}]},
-            {"timestamp": 1001, "messages": [{"role": "user", "content": second},
-                                             {"role": "user", "content": shared}]},
+            {
+                "timestamp": 1000,
+                "messages": [
+                    {"role": "user", "content": first},
+                    {"role": "user", "content": shared},
+                ],
+            },
+            {
+                "timestamp": 1001,
+                "messages": [
+                    {"role": "user", "content": second},
+                    {"role": "user", "content": shared},
+                ],
+            },
         ],
         block_tokens=block,
-    )  # fmt: skip
+    )
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     assert report.infinite_hit_ratio == 0.0
     assert report.distinct_blocks == 2 * (len(one) // block)
@@ -141,13 +154,23 @@ def test_hits_form_a_prefix_in_chat_logs(ingest_rows, render):
     assert shared_blocks >= 1
     stream = ingest_rows(
         [
-            {"timestamp": 0, "messages": [{"role": "system", "content": system},
-                                          {"role": "user", "content": q1}]},
-            {"timestamp": 5, "messages": [{"role": "system", "content": system},
-                                          {"role": "user", "content": q2}]},
+            {
+                "timestamp": 0,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": q1},
+                ],
+            },
+            {
+                "timestamp": 5,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": q2},
+                ],
+            },
         ],
         block_tokens=block,
-    )  # fmt: skip
+    )
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     assert report.prompt_tokens == len(one) + len(two)
     assert report.infinite_hit_ratio == shared_blocks * block / (len(one) + len(two))

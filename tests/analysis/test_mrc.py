@@ -117,8 +117,10 @@ request_strategy = st.tuples(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(requests=st.lists(request_strategy, min_size=1, max_size=25),
-       lifetime=st.sampled_from([None, 1.0, 2.5]))  # fmt: skip
+@given(
+    requests=st.lists(request_strategy, min_size=1, max_size=25),
+    lifetime=st.sampled_from([None, 1.0, 2.5]),
+)
 def test_report_curve_matches_brute_force_lru(requests, lifetime):
     lines, keys, tokens, times = [], [], [], []
     t = 0

@@ -68,8 +68,9 @@ def test_unknown_kv_dtype_is_refused():
 
 def test_report_uses_profile_and_fp8(ingest_rows, trace):
     stream = ingest_rows([trace(0, [1], 16), trace(1000, [1], 16)], block_tokens=16)
-    fp8 = analyze(stream, AnalysisParams(windows_s=(60,), profile=preset("qwen3-8b"),
-                                         kv_dtype="fp8"))  # fmt: skip
+    fp8 = analyze(
+        stream, AnalysisParams(windows_s=(60,), profile=preset("qwen3-8b"), kv_dtype="fp8")
+    )
     assert fp8.kv_bytes_per_token == 36 * 8 * 128 * 2 * 1  # 73,728
     assert fp8.slot_bytes == 16 * 36 * 8 * 128 * 2 * 1
     assert fp8.kv_dtype == "fp8"
@@ -83,8 +84,14 @@ def test_report_uses_profile_and_fp8(ingest_rows, trace):
 # --- config.json -------------------------------------------------------------------------
 def test_config_gqa_with_explicit_head_dim():
     # Gemma-2-9B: hidden_size 3584 / 16 heads = 224, but head_dim says 256
-    config = {"num_hidden_layers": 42, "num_attention_heads": 16, "num_key_value_heads": 8,
-              "hidden_size": 3584, "head_dim": 256, "torch_dtype": "bfloat16"}  # fmt: skip
+    config = {
+        "num_hidden_layers": 42,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "hidden_size": 3584,
+        "head_dim": 256,
+        "torch_dtype": "bfloat16",
+    }
     profile = profile_from_config(config)
     assert (profile.layers, profile.kv_heads, profile.head_dim) == (42, 8, 256)
     assert profile.kv_bytes_per_token() == 42 * 8 * 256 * 2 * 2
@@ -93,25 +100,42 @@ def test_config_gqa_with_explicit_head_dim():
 def test_config_without_kv_heads_is_mha():
     # no num_key_value_heads: every attention head has its own K and V;
     # no head_dim: hidden_size / num_attention_heads = 4096 / 32 = 128
-    config = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
-              "torch_dtype": "float16"}  # fmt: skip
+    config = {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "hidden_size": 4096,
+        "torch_dtype": "float16",
+    }
     profile = profile_from_config(config)
     assert (profile.kv_heads, profile.head_dim, profile.dtype) == (32, 128, "fp16")
     assert profile.kv_bytes_per_token() == 32 * 32 * 128 * 2 * 2  # 524,288
 
 
 def test_config_null_fields_fall_back():
-    config = {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": None,
-              "hidden_size": 2048, "head_dim": None}  # fmt: skip
+    config = {
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": None,
+        "hidden_size": 2048,
+        "head_dim": None,
+    }
     profile = profile_from_config(config)
     assert (profile.kv_heads, profile.head_dim) == (16, 2048 // 16)
     assert profile.kv_bytes_per_token() == 28 * 16 * 128 * 2 * 2  # BF16 when unsaid
 
 
 def test_config_mla():
-    config = {"num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
-              "hidden_size": 7168, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-              "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}  # fmt: skip
+    config = {
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "hidden_size": 7168,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "torch_dtype": "bfloat16",
+    }
     profile = profile_from_config(config)
     assert profile.mla_latent == 512 + 64
     # one latent per layer, not 2 * 128 heads * head_dim
@@ -120,9 +144,16 @@ def test_config_mla():
 
 
 def test_config_fp32_and_multimodal_text_config():
-    config = {"model_type": "llava", "torch_dtype": "float32",
-              "text_config": {"num_hidden_layers": 32, "num_attention_heads": 32,
-                              "num_key_value_heads": 8, "hidden_size": 4096}}  # fmt: skip
+    config = {
+        "model_type": "llava",
+        "torch_dtype": "float32",
+        "text_config": {
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+        },
+    }
     profile = profile_from_config(config)
     assert profile.dtype == "fp32"
     assert profile.kv_bytes_per_token() == 32 * 8 * (4096 // 32) * 2 * 4
@@ -132,8 +163,9 @@ def test_config_missing_layers(tmp_path):
     with pytest.raises(ProfileError, match="num_hidden_layers"):
         profile_from_config({"num_attention_heads": 8, "hidden_size": 512})
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4,
-                                "hidden_size": 256}))  # fmt: skip
+    path.write_text(
+        json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256})
+    )
     assert profile_from_file(path).kv_bytes_per_token() == 2 * 4 * (256 // 4) * 2 * 2
     path.write_text("[1, 2]")
     with pytest.raises(ProfileError):

@@ -37,8 +37,10 @@ def test_timestamps(ingest_rows):
 
 def test_messages_locations_give_the_same_prompt(ingest_rows, render):
     rendered = render([("system", "Be brief."), ("user", "Hello world")])
-    messages = [{"role": "system", "content": "Be brief."},
-                {"role": "user", "content": "Hello world"}]  # fmt: skip
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello world"},
+    ]
     stream = ingest_rows(
         [
             {"timestamp": 1, "messages": messages},
@@ -98,12 +100,11 @@ def test_output_tokens(ingest_rows, trace):
     stream = ingest_rows(
         [
             {"timestamp": 1, "messages": HELLO, "usage": {"completion_tokens": 12}},
-            {"timestamp": 2, "messages": HELLO,
-             "response": {"usage": {"completion_tokens": 34}}},
+            {"timestamp": 2, "messages": HELLO, "response": {"usage": {"completion_tokens": 34}}},
             {"timestamp": 3, "messages": HELLO, "output_tokens": 56},
             {"timestamp": 4, "messages": HELLO},
         ]
-    )  # fmt: skip
+    )
     assert stream.req_output_tokens.tolist() == [12, 34, 56, -1]  # -1: the log does not say
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     (route,) = report.routes
@@ -175,12 +176,17 @@ def test_unusable_input(write_jsonl, lines):
 
 def test_gzip_gives_the_same_report(write_jsonl):
     rows = [
-        {"timestamp": 100 + i, "metadata": {"tenant": f"t{i % 2}"},
-         "messages": [{"role": "system", "content": "You are terse."},
-                      {"role": "user", "content": f"Question number {i % 3}?"}],
-         "usage": {"completion_tokens": i}}
+        {
+            "timestamp": 100 + i,
+            "metadata": {"tenant": f"t{i % 2}"},
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": f"Question number {i % 3}?"},
+            ],
+            "usage": {"completion_tokens": i},
+        }
         for i in range(12)
-    ] + ["not json"]  # fmt: skip
+    ] + ["not json"]
     plain = write_jsonl(rows, name="day.jsonl")
     packed = write_jsonl(rows, name="day.jsonl.gz", gz=True)
     assert packed.read_bytes()[:2] == b"\x1f\x8b"
@@ -201,8 +207,9 @@ def test_gzip_detected_by_content_not_name(write_jsonl, trace):
 def test_several_files_are_one_stream(write_jsonl, trace):
     first = write_jsonl([trace(0, [1], 8), "bad"], name="a.jsonl")
     second = write_jsonl([trace(500, [1], 8)], name="b.jsonl")
-    stream = ingest([first, second], IngestOptions(hash_key=b"test-secret-0123456789",
-                                                   block_tokens=8))  # fmt: skip
+    stream = ingest(
+        [first, second], IngestOptions(hash_key=b"test-secret-0123456789", block_tokens=8)
+    )
     assert stream.files == ["a.jsonl", "b.jsonl"]
     assert stream.req_file.tolist() == [0, 1]
     assert stream.errors == [{"line": 2, "reason": stream.errors[0]["reason"], "file": "a.jsonl"}]

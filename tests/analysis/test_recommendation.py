@@ -97,10 +97,13 @@ def test_lifetime_and_high_target(stream):
         ({"os": 500, "serving_process": 280}, True, 0),
         # one byte more reserved: 219 < 220
         ({"os": 500, "serving_process": 281}, False, -1),
-        ({"os": 100, "page_cache": 100, "tokenizers": 50, "request_buffers": 50}, True,
-         1000 - 300 - 220),
+        (
+            {"os": 100, "page_cache": 100, "tokenizers": 50, "request_buffers": 50},
+            True,
+            1000 - 300 - 220,
+        ),
     ],
-)  # fmt: skip
+)
 def test_host_budget(stream, reserves, fits, spare):
     host = HostBudget(host_ram_bytes=1000, reserves_bytes=reserves)
     rec = analyze(stream, params(target=0.4, headroom=0.1, host=host)).recommendation

@@ -30,8 +30,10 @@ def msg(role, content):
 
 
 def doc_part(text):
-    return [{"type": "document", "text": text, "title": "Policy"},
-            {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}]  # fmt: skip
+    return [
+        {"type": "document", "text": text, "title": "Policy"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}},
+    ]
 
 
 def file_part(text):
@@ -48,25 +50,38 @@ def rows():
     # 515: LONG_SYSTEM D2
     return [
         {"timestamp": T0, "messages": [msg("system", S1), msg("user", Q1)]},
-        {"timestamp": T0 + 10,
-         "messages": [msg("system", S1), msg("user", doc_part(D1)), msg("user", Q2)]},
-        {"timestamp": T0 + 20,
-         "messages": [msg("system", S1), msg("developer", S2), msg("user", L1),
-                      msg("user", Q1)]},
-        {"timestamp": T0 + 500,
-         "messages": [msg("developer", S2), msg("user", L1), msg("assistant", Q1),
-                      msg("user", file_part(D2)), msg("user", Q3)]},
-        {"timestamp": T0 + 510,
-         "messages": [msg("user", L1), msg("user", doc_part(D1)), msg("user", file_part(D2))]},
-        {"timestamp": T0 + 515,
-         "messages": [msg("system", LONG_SYSTEM), msg("user", file_part(D2))]},
-    ]  # fmt: skip
+        {
+            "timestamp": T0 + 10,
+            "messages": [msg("system", S1), msg("user", doc_part(D1)), msg("user", Q2)],
+        },
+        {
+            "timestamp": T0 + 20,
+            "messages": [msg("system", S1), msg("developer", S2), msg("user", L1), msg("user", Q1)],
+        },
+        {
+            "timestamp": T0 + 500,
+            "messages": [
+                msg("developer", S2),
+                msg("user", L1),
+                msg("assistant", Q1),
+                msg("user", file_part(D2)),
+                msg("user", Q3),
+            ],
+        },
+        {
+            "timestamp": T0 + 510,
+            "messages": [msg("user", L1), msg("user", doc_part(D1)), msg("user", file_part(D2))],
+        },
+        {
+            "timestamp": T0 + 515,
+            "messages": [msg("system", LONG_SYSTEM), msg("user", file_part(D2))],
+        },
+    ]
 
 
 def cls(count=0, unique=0, total=0, reused=0):
     # reused: tokens of the occurrences that are reuses within the window
-    return {"count": count, "unique_tokens": unique, "total_tokens": total,
-            "reused_tokens": reused}  # fmt: skip
+    return {"count": count, "unique_tokens": unique, "total_tokens": total, "reused_tokens": reused}
 
 
 @pytest.fixture
@@ -85,8 +100,9 @@ def test_segment_classes_per_kind(ingest_rows, sizes, reverse):
     n, doc_min = sizes
     # lines written newest first are sorted by time at ingest: the same expectations hold
     stream = ingest_rows(rows()[::-1] if reverse else rows(), block_tokens=16)
-    report = analyze(stream, AnalysisParams(windows_s=(100, 1000), doc_min_tokens=doc_min,
-                                            min_reuses=2))  # fmt: skip
+    report = analyze(
+        stream, AnalysisParams(windows_s=(100, 1000), doc_min_tokens=doc_min, min_reuses=2)
+    )
     w100, w1000 = report.windows
 
     # W = 100: reuses within W
@@ -129,8 +145,9 @@ def test_min_reuses_and_doc_min_tokens(ingest_rows, sizes):
     n, doc_min = sizes
     stream = ingest_rows(rows(), block_tokens=16)
     # one more token needed: L1 is no longer a document but conversation
-    report = analyze(stream, AnalysisParams(windows_s=(100,), doc_min_tokens=doc_min + 1,
-                                            min_reuses=1))  # fmt: skip
+    report = analyze(
+        stream, AnalysisParams(windows_s=(100,), doc_min_tokens=doc_min + 1, min_reuses=1)
+    )
     seg = report.windows[0].segments
     # min_reuses = 1 at W = 100: one reuse is enough. L1 (1 reuse) and Q1 (1) turn hot;
     # S2 and D1 (0 reuses within 100 s) stay occasional.
@@ -164,10 +181,16 @@ def test_segments_are_scoped(ingest_rows, enc):
     tenant = analyze(stream, AnalysisParams(windows_s=(60,), scope="tenant"))
     # global: one segment seen at 0, 10, 20: 2 reuses -> hot
     assert glob.windows[0].segments["instruction"] == {
-        "hot": cls(1, k, 3 * k, 2 * k), "occasional": cls(), "one_off": cls()}  # fmt: skip
+        "hot": cls(1, k, 3 * k, 2 * k),
+        "occasional": cls(),
+        "one_off": cls(),
+    }
     # tenant: A's copy at 0, 20 (1 reuse) is occasional; B's single copy is one-off
     assert tenant.windows[0].segments["instruction"] == {
-        "hot": cls(), "occasional": cls(1, k, 2 * k, k), "one_off": cls(1, k, k)}  # fmt: skip
+        "hot": cls(),
+        "occasional": cls(1, k, 2 * k, k),
+        "one_off": cls(1, k, k),
+    }
 
 
 def test_misplaced_reuse(ingest_rows, render, enc):

@@ -11,25 +11,57 @@ import pytest
 from analysis import AnalysisParams, BlockStream, HostBudget, IngestOptions, analyze, ingest
 
 CHAT = [
-    {"timestamp": 50, "metadata": {"tenant": "acme", "user": "ann"},  # out of order: sorted
-     "messages": [{"role": "system", "content": "You are terse."},
-                  {"role": "user", "content": [{"type": "document", "text": "Clause 1. " * 40,
-                                                "title": "contract.txt"}]},
-                  {"role": "user", "content": "Summarise it."}],
-     "usage": {"completion_tokens": 9}},
-    {"timestamp": 10, "tenant": "globex", "user": "bob", "model": "small",
-     "messages": [{"role": "system", "content": "You are terse."},
-                  {"role": "user", "content": "Hi there"}]},
+    {
+        "timestamp": 50,
+        "metadata": {"tenant": "acme", "user": "ann"},  # out of order: sorted
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "document", "text": "Clause 1. " * 40, "title": "contract.txt"}
+                ],
+            },
+            {"role": "user", "content": "Summarise it."},
+        ],
+        "usage": {"completion_tokens": 9},
+    },
+    {
+        "timestamp": 10,
+        "tenant": "globex",
+        "user": "bob",
+        "model": "small",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi there"},
+        ],
+    },
     "garbage line",
-    {"timestamp": 70, "metadata": {"tenant": "acme", "user": "cid"},
-     "messages": [{"role": "system", "content": "You are terse."},
-                  {"role": "user", "content": [{"type": "document", "text": "Clause 1. " * 40,
-                                                "title": "contract.txt"}]},
-                  {"role": "user", "content": "List the parties."}]},
-    {"timestamp": 75, "tenant": "globex", "user": "bob", "model": "small",
-     "messages": [{"role": "system", "content": "You are terse."},
-                  {"role": "user", "content": "Hi there"}]},
-]  # fmt: skip
+    {
+        "timestamp": 70,
+        "metadata": {"tenant": "acme", "user": "cid"},
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "document", "text": "Clause 1. " * 40, "title": "contract.txt"}
+                ],
+            },
+            {"role": "user", "content": "List the parties."},
+        ],
+    },
+    {
+        "timestamp": 75,
+        "tenant": "globex",
+        "user": "bob",
+        "model": "small",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi there"},
+        ],
+    },
+]
 
 
 def same_stream(a: BlockStream, b: BlockStream) -> None:
@@ -45,8 +77,9 @@ def same_stream(a: BlockStream, b: BlockStream) -> None:
 @pytest.mark.parametrize("previews", [False, True])
 def test_chat_stream_round_trip(write_jsonl, tmp_path, previews):
     path = write_jsonl(CHAT)
-    stream = ingest([path], IngestOptions(hash_key=b"test-secret-0123456789", block_tokens=8,
-                                          previews=previews))  # fmt: skip
+    stream = ingest(
+        [path], IngestOptions(hash_key=b"test-secret-0123456789", block_tokens=8, previews=previews)
+    )
     assert stream.requests == 4 and stream.skipped_lines == 1
     assert stream.req_line.tolist() == [2, 1, 4, 5]  # sorted by time
     assert (stream.seg_preview is not None) is previews
@@ -56,15 +89,20 @@ def test_chat_stream_round_trip(write_jsonl, tmp_path, previews):
     same_stream(stream, loaded)
     host = HostBudget(host_ram_bytes=2**30, reserves_bytes={"os": 2**28})
     for scope in ("global", "tenant", "user"):
-        params = AnalysisParams(windows_s=(10, 60), scope=scope, lifetime_s=30, tp=2,
-                                doc_min_tokens=16, host=host)  # fmt: skip
+        params = AnalysisParams(
+            windows_s=(10, 60), scope=scope, lifetime_s=30, tp=2, doc_min_tokens=16, host=host
+        )
         assert analyze(stream, params).to_json() == analyze(loaded, params).to_json()
 
 
 def test_trace_stream_round_trip_and_overwrite(write_jsonl, tmp_path, trace):
-    path = write_jsonl([trace(0, [1, 2], 512, last=100, tenant="a"),
-                        trace(2_000, [1, 3], 512, tenant="b"),
-                        trace(1_000, [1, 2, 2**63 + 5], 512, last=7)])  # fmt: skip
+    path = write_jsonl(
+        [
+            trace(0, [1, 2], 512, last=100, tenant="a"),
+            trace(2_000, [1, 3], 512, tenant="b"),
+            trace(1_000, [1, 2, 2**63 + 5], 512, last=7),
+        ]
+    )
     stream = ingest([path], IngestOptions(hash_key=b"test-secret-0123456789"))
     folder = tmp_path / "s"
     stream.save(folder)
@@ -84,8 +122,9 @@ def test_trace_stream_round_trip_and_overwrite(write_jsonl, tmp_path, trace):
 
 
 def test_wrong_format_version_is_refused(write_jsonl, tmp_path, trace):
-    stream = ingest([write_jsonl([trace(0, [1], 512)])],
-                    IngestOptions(hash_key=b"test-secret-0123456789"))  # fmt: skip
+    stream = ingest(
+        [write_jsonl([trace(0, [1], 512)])], IngestOptions(hash_key=b"test-secret-0123456789")
+    )
     folder = stream.save(tmp_path / "s")
     meta = orjson.loads((folder / "meta.json").read_bytes())
     meta["format_version"] = 999

@@ -69,8 +69,7 @@ def test_tokenizer_works_without_network(tmp_path):
     # a network namespace with no interfaces when we can make one; the socket patch always
     if unshare_works():
         command = ["unshare", "-n", *command]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ids"] == [9906, 1917, 11, 11460, 0]  # the published cl100k_base ids
@@ -136,8 +135,9 @@ def test_tokenize_once_and_keys_as_from_scratch(ingest_rows, enc, render, hash_k
     # hit ratio by definition: block k of a request hits when an earlier request has the
     # same tokens up to the end of that block (its prefix key)
     def lcp(a, b):
-        return next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                    min(len(a), len(b)))  # fmt: skip
+        return next(
+            (j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
 
     hit_tokens = sum(
         max(lcp(rendered[i], rendered[j]) for j in range(i)) // block * block
@@ -161,8 +161,10 @@ def test_scoped_keys_equal_salted_hashing(ingest_rows, render, hash_key):
     tokens = np.asarray(render(messages), dtype=np.uint32)
     block = 4
     tenants = ["a", "b", "a", "c", "b"]
-    rows = [{"timestamp": i, "tenant": t, "messages": [{"role": "user", "content": text}]}
-            for i, t in enumerate(tenants)]  # fmt: skip
+    rows = [
+        {"timestamp": i, "tenant": t, "messages": [{"role": "user", "content": text}]}
+        for i, t in enumerate(tenants)
+    ]
     stream = ingest_rows(rows, block_tokens=block)
     hasher = KeyedHasher(hash_key)
     seen: set = set()

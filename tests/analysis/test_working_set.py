@@ -87,8 +87,9 @@ def test_ttl_lifetime_edge(ingest_rows, trace, tiny_profile):
 def test_same_instant_reuse_keeps_nothing_live(ingest_rows, trace, tiny_profile):
     # reuse time 0: the interval [t, t) is empty, so the useful working set stays 0 while
     # the hit still counts
-    stream = ingest_rows([trace(0, [1], B), trace(0, [1], B), trace(20_000, [2], B)],
-                         block_tokens=B)  # fmt: skip
+    stream = ingest_rows(
+        [trace(0, [1], B), trace(0, [1], B), trace(20_000, [2], B)], block_tokens=B
+    )
     report = analyze(stream, AnalysisParams(windows_s=(60,), profile=tiny_profile))
     w = report.windows[0]
     assert w.hit_ratio == B / (3 * B)

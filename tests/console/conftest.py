@@ -45,3 +45,38 @@ def wait_for(predicate, timeout: float = 120.0, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {predicate.__doc__ or predicate}")
+
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+def _user(username: str, *roles: str):
+    from django.contrib.auth.models import Group, User
+
+    from console.roles import ensure_roles
+
+    ensure_roles()  # transactional tests flush the groups the migration made
+    user = User.objects.create_user(username, password=PASSWORD)
+    for role in roles:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def analyst(db):
+    return _user("ana", "analyst")
+
+
+@pytest.fixture
+def auditor(db):
+    return _user("aud", "auditor")
+
+
+@pytest.fixture
+def approver(db):
+    return _user("appr", "approver")
+
+
+@pytest.fixture
+def no_role(db):
+    return _user("nobody")

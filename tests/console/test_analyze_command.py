@@ -106,7 +106,7 @@ def test_pre_hashed_trace_defaults_to_512_token_blocks(tmp_path):
     # only block 1 of the second request comes back: 512 of 1100 + 600 tokens
     assert report["infinite_hit_ratio"] == pytest.approx(512 / 1700)
     assert report["kv_bytes_per_token"] == 28 * 4 * 128 * 2 * 1
-    assert all(w["segments"] is None for w in report["windows"])
+    assert all("segments" not in w for w in report["windows"])
 
 
 def test_unusable_input_fails_with_a_one_line_reason(tmp_path):
@@ -118,7 +118,10 @@ def test_unusable_input_fails_with_a_one_line_reason(tmp_path):
     junk.write_bytes(b"[1, 2]\nnot json\n")
     with pytest.raises(CommandError, match=r"line 1: a JSON list, not an object"):
         _run(junk, "--json", tmp_path / "r.json")
-    assert not (tmp_path / "r.json").exists()
+    # the details of every skipped line are still written
+    details = json.loads((tmp_path / "r.json").read_text())
+    assert details["requests"] == 0 and details["skipped_lines"] == 2
+    assert [e["line"] for e in details["errors"]] == [1, 2]
 
 
 def test_unknown_model_config_field_is_reported(tmp_path, chat_log):

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
-from console.models import Analysis, Upload
+from console.models import Analysis, JobStatus, Upload
 from console.services import upload_create
 from tests.console.conftest import BROKER_MODE, wait_for
 
@@ -27,10 +27,10 @@ def _finished(pk: int):
 
 
 def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
-    upload = upload_create(name="day one", source=chat_log)
+    upload = upload_create(name="day one", sources=[chat_log])
     done = wait_for(_finished(upload.pk))
 
-    assert done.status == Upload.Status.DONE, done.message
+    assert done.status == JobStatus.DONE, done.message
     worker_pid = int(done.processed_by.rsplit(":", 1)[1])
     if BROKER_MODE:  # really ran in the worker process, not here
         assert worker_pid != os.getpid()
@@ -39,10 +39,11 @@ def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
     assert done.requests == 120
     assert done.stage == "done" and done.progress_done == done.progress_total > 0
     # the raw file is deleted after ingest by default
-    assert done.raw_path == ""
+    assert done.raw_paths == []
     assert not any(Path(settings.MEDIA_ROOT, "raw").glob("*"))
 
     stored = Analysis.objects.get(upload=done).report
+    assert Analysis.objects.get(upload=done).status == "done"
     direct = analyze(
         ingest([chat_log], IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY)), AnalysisParams()
     ).to_dict()
@@ -57,21 +58,21 @@ def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
     ):
         assert stored[key] == direct[key], key
     # the block stream artifact re-analyzes to the same numbers without the raw file
-    again = analyze(BlockStream.load(done.artifact_path), AnalysisParams()).to_dict()
+    again = analyze(BlockStream.load(done.streams["256"]), AnalysisParams()).to_dict()
     assert again["windows"] == direct["windows"]
 
 
 def test_a_file_with_no_usable_line_fails_with_the_reason(tmp_path):
     log = tmp_path / "bad.jsonl"
     log.write_text('{"timestamp": 1, "messages": []}\n')
-    upload = upload_create(name="bad", source=log)
+    upload = upload_create(name="bad", sources=[log])
     done = wait_for(_finished(upload.pk))
-    assert done.status == Upload.Status.FAILED
+    assert done.status == JobStatus.FAILED
     assert "line 1: no messages" in done.message
 
 
 def test_kept_raw_file_survives_the_ingest(chat_log):
-    upload = upload_create(name="kept", source=chat_log, keep_raw_until="2026-12-31")
+    upload = upload_create(name="kept", sources=[chat_log], keep_raw_until="2026-12-31")
     done = wait_for(_finished(upload.pk))
-    assert done.status == Upload.Status.DONE
-    assert Path(done.raw_path).read_bytes() == chat_log.read_bytes()
+    assert done.status == JobStatus.DONE
+    assert Path(done.raw_paths[0]).read_bytes() == chat_log.read_bytes()

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from console.models import Upload
+from console.models import JobStatus, Upload
 from console.services import upload_create
 from tests.console.conftest import wait_for
 
@@ -65,7 +65,7 @@ def _stored_files_text(folders: list[Path]) -> str:
 
 def _ingest(tmp_path: Path, previews: bool) -> Upload:
     log = _log_with_sentence(tmp_path / "private.jsonl.gz")
-    upload = upload_create(name="private", source=log, previews=previews)
+    upload = upload_create(name="private", sources=[log], previews=previews)
 
     def finished():
         """the ingest to finish"""
@@ -77,7 +77,7 @@ def _ingest(tmp_path: Path, previews: bool) -> Upload:
 
 def test_a_sentence_from_the_log_is_stored_nowhere(tmp_path):
     done = _ingest(tmp_path, previews=False)
-    assert done.status == Upload.Status.DONE, done.message
+    assert done.status == JobStatus.DONE, done.message
     assert SENTENCE not in _database_text()
     stored = _stored_files_text([Path(settings.MEDIA_ROOT), Path(settings.ARTIFACT_ROOT)])
     assert SENTENCE not in stored
@@ -87,7 +87,7 @@ def test_a_sentence_from_the_log_is_stored_nowhere(tmp_path):
 def test_with_previews_on_the_same_search_finds_it(tmp_path):
     # proves the search above can see text when it is there
     done = _ingest(tmp_path, previews=True)
-    assert done.status == Upload.Status.DONE, done.message
+    assert done.status == JobStatus.DONE, done.message
     found = SENTENCE in _database_text() or SENTENCE in _stored_files_text(
         [Path(settings.ARTIFACT_ROOT)]
     )

@@ -1,23 +1,263 @@
+"""The pages, through Django's test client: roles, the upload form, re-analysis,
+downloads and comparison (eager Celery, or the real worker in the second CI run)."""
+
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
+import json
+
 import pytest
-from django.contrib.auth.models import User
+from django.urls import reverse
+from django.utils import timezone
 
-pytestmark = pytest.mark.django_db
+from analysis import BlockStream, analyze
+from console.engine import analysis_params
+from console.models import Analysis, Upload
+from tests.console.conftest import PASSWORD, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_pages_need_sign_in(client):
-    response = client.get("/")
+def _login(client, user):
+    assert client.login(username=user.username, password=PASSWORD)
+
+
+def _upload_through_form(client, path, **extra):
+    with open(path, "rb") as fh:
+        data = {
+            "name": "monday",
+            "files": [fh],
+            "format": "auto",
+            "block_sizes": ["256", "64"],
+            "retention": "delete",
+            **extra,
+        }
+        return client.post(reverse("upload_new"), data)
+
+
+def _finished(model, pk):
+    def check():
+        """the job to finish"""
+        row = model.objects.get(pk=pk)
+        return row if row.finished else None
+
+    return check
+
+
+@pytest.fixture
+def done_upload(client, analyst, chat_log):
+    _login(client, analyst)
+    response = _upload_through_form(client, chat_log)
+    upload = Upload.objects.get()
     assert response.status_code == 302
-    assert response["Location"].startswith("/accounts/login/")
+    assert response["Location"] == reverse("upload_detail", args=[upload.pk])
+    return wait_for(_finished(Upload, upload.pk))
 
 
-def test_signed_in_user_sees_the_empty_state(client):
-    user = User.objects.create_user("ana", password="a-long-passphrase")
-    client.force_login(user)
+def test_every_page_needs_sign_in(client):
+    for url in [
+        "/",
+        reverse("upload_new"),
+        reverse("upload_detail", args=[1]),
+        reverse("analysis_detail", args=[1]),
+        reverse("compare"),
+        reverse("upload_status", args=[1]),
+    ]:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/")
+
+
+def test_an_account_without_a_role_is_told_so(client, no_role):
+    _login(client, no_role)
     response = client.get("/")
-    assert response.status_code == 200
+    assert response.status_code == 403
+    assert b"no role yet" in response.content
+
+
+def test_the_empty_state_says_what_to_do(client, analyst, auditor):
+    _login(client, analyst)
+    response = client.get("/")
     assert b"No uploads yet" in response.content
+    assert reverse("upload_new").encode() in response.content
+    _login(client, auditor)
+    response = client.get("/")
+    assert b"An analyst uploads logs" in response.content
+
+
+def test_upload_form_ingests_every_block_size_and_runs_the_default_analysis(client, done_upload):
+    assert done_upload.status == "done", done_upload.message
+    assert done_upload.available_block_sizes == [64, 256]
+    analysis = Analysis.objects.get(upload=done_upload)
+    assert analysis.block_tokens == 64  # the smallest chosen size comes first
+    page = client.get(reverse("upload_detail", args=[done_upload.pk])).content.decode()
+    assert f"#{analysis.pk}" in page and "Compare selected" in page
+    status = client.get(reverse("upload_status", args=[done_upload.pk])).json()
+    assert status["finished"] and status["requests"] == 120
+
+
+def test_analysis_page_shows_the_stored_numbers_and_charts(client, done_upload):
+    analysis = Analysis.objects.get(upload=done_upload)
+    report = analysis.report
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    ram_gib = f"{report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
+    assert ram_gib in page
+    assert f"{report['infinite_hit_ratio'] * 100:.1f} %" in page
+    for name in ("mrc", "working_set", "reuse", "segments", "routes"):
+        assert f'id="chart-{name}"' in page and f'id="fig-{name}"' in page
+    assert "vendor/plotly/plotly.min.js" in page
+    assert "cdn.plot.ly" not in page
+
+
+def test_reanalysis_uses_the_stored_stream(client, done_upload):
+    # the raw file is gone: the new analysis can only come from the block stream
+    assert done_upload.raw_paths == []
+    response = client.post(
+        reverse("analysis_new", args=[done_upload.pk]),
+        {
+            "block_tokens": "256",
+            "model": "llama-3.1-70b",
+            "kv_dtype": "fp8",
+            "windows": "60, 600",
+            "scope": "tenant",
+            "lifetime": "900",
+            "target": "0.8",
+            "headroom": "0.2",
+            "tp": "4",
+            "min_reuses": "2",
+            "doc_min_tokens": "512",
+            "host_ram_gib": "64",
+            "reserve_os_gib": "8",
+            "weight_dtype": "bf16",
+            "concurrent_sequences": "16",
+            "context_tokens": "4096",
+        },
+    )
+    assert response.status_code == 302
+    analysis = wait_for(_finished(Analysis, Analysis.objects.latest("pk").pk))
+    assert analysis.status == "done", analysis.message
+    stream = BlockStream.load(done_upload.streams["256"])
+    expected = analyze(stream, analysis_params(**analysis.params)).to_dict()
+    assert analysis.report["recommendation"] == expected["recommendation"]
+    assert analysis.report["recommendation"]["tp"] == 4
+    assert analysis.report["scope"] == "tenant"
+    assert [w["window_s"] for w in analysis.report["windows"]] == [60.0, 600.0]
+    # 80 layers * 8 KV heads * 128 * 2 (K, V) * 1 byte (FP8)
+    assert analysis.report["kv_bytes_per_token"] == 80 * 8 * 128 * 2
+    host = analysis.report["recommendation"]["host"]
+    assert host["available_bytes"] == (64 - 8) * 2**30
+
+
+def test_bad_parameters_are_explained_on_the_form(client, done_upload):
+    response = client.post(
+        reverse("analysis_new", args=[done_upload.pk]),
+        {
+            "block_tokens": "256",
+            "model": "llama-3.1-8b",
+            "windows": "five minutes",
+            "scope": "global",
+            "target": "1.5",
+            "headroom": "0.1",
+            "tp": "1",
+            "min_reuses": "2",
+            "doc_min_tokens": "512",
+            "weight_dtype": "bf16",
+            "concurrent_sequences": "1",
+            "context_tokens": "1",
+        },
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Windows are seconds" in page
+    assert "less than or equal to 1" in page
+
+
+def test_downloads_match_the_stored_report(client, done_upload):
+    analysis = Analysis.objects.get(upload=done_upload)
+    url = reverse("analysis_download", args=[analysis.pk, "report.json"])
+    response = client.get(url)
+    assert response["Content-Disposition"].endswith('.json"')
+    assert json.loads(response.content) == analysis.report
+    curve = client.get(reverse("analysis_download", args=[analysis.pk, "curve.csv"]))
+    rows = list(csv.DictReader(io.StringIO(curve.content.decode())))
+    assert [int(r["capacity_bytes"]) for r in rows] == [
+        p["capacity_bytes"] for p in analysis.report["mrc"]
+    ]
+    assert client.get(reverse("analysis_download", args=[analysis.pk, "x.exe"])).status_code == 404
+
+
+def test_compare_shows_both_and_the_difference(client, done_upload):
+    first = Analysis.objects.get(upload=done_upload)
+    stream = BlockStream.load(done_upload.streams["64"])
+    params = dict(first.params, tp=2, headroom=0.5)
+    second = Analysis.objects.create(
+        upload=done_upload,
+        block_tokens=64,
+        params=params,
+        status="done",
+        report=analyze(stream, analysis_params(**params)).to_dict(),
+    )
+    response = client.get(reverse("compare"), {"a": [first.pk, second.pk]})
+    page = response.content.decode()
+    assert response.status_code == 200
+    ram = [a.report["recommendation"]["ram_bytes"] for a in (first, second)]
+    # headroom 0.1 -> 0.5 on the same capacity: the difference is 0.4 x capacity
+    assert ram[1] > ram[0]
+    delta = ram[1] - ram[0]
+    assert 2**20 <= delta < 2**30  # shown in MiB
+    assert f"+{delta / 2**20:,.2f} MiB" in page
+    assert f"{ram[0] / 2**20:,.2f} MiB" in page or f"{ram[0] / 2**30:,.2f} GiB" in page
+    assert 'id="fig-compare"' in page
+
+
+def test_auditor_reads_but_changes_nothing(client, done_upload, auditor):
+    client.logout()
+    _login(client, auditor)
+    analysis = Analysis.objects.get(upload=done_upload)
+    assert client.get(reverse("upload_detail", args=[done_upload.pk])).status_code == 200
+    assert client.get(reverse("analysis_detail", args=[analysis.pk])).status_code == 200
+    assert client.get(reverse("upload_new")).status_code == 403
+    before = Analysis.objects.count()
+    response = client.post(reverse("analysis_new", args=[done_upload.pk]), {"scope": "tenant"})
+    assert response.status_code == 403
+    assert client.post(reverse("upload_retry", args=[done_upload.pk])).status_code == 403
+    assert Analysis.objects.count() == before
+
+
+def test_upload_larger_than_the_limit_is_refused_with_a_message(
+    client, analyst, chat_log, settings
+):
+    settings.KVSCOPE_UPLOAD_MAX_BYTES = 10_000
+    _login(client, analyst)
+    response = _upload_through_form(client, chat_log)
+    assert response.status_code == 200
+    assert "larger than the limit of 9.8 KiB" in response.content.decode()
+    assert not Upload.objects.exists()
+
+
+def test_keeping_the_raw_file_needs_a_future_date(client, analyst, chat_log):
+    _login(client, analyst)
+    response = _upload_through_form(client, chat_log, retention="keep", keep_until="2001-01-01")
+    assert "The date must be in the future" in response.content.decode()
+    assert not Upload.objects.exists()
+
+
+def test_a_failed_ingest_can_be_retried_when_the_raw_file_was_kept(client, analyst, tmp_path):
+    _login(client, analyst)
+    log = tmp_path / "broken.jsonl"
+    log.write_text("not json\n")
+    keep_until = (timezone.localdate() + dt.timedelta(days=30)).isoformat()
+    response = _upload_through_form(client, log, retention="keep", keep_until=keep_until)
+    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    assert upload.status == "failed" and "not valid JSON" in upload.message
+    page = client.get(response["Location"]).content.decode()
+    assert "Retry the ingest" in page
+    # the same bytes fail the same way, but the retry really runs again
+    client.post(reverse("upload_retry", args=[upload.pk]))
+    again = wait_for(_finished(Upload, upload.pk))
+    assert again.status == "failed" and again.finished_at > upload.finished_at
 
 
 def test_healthz_answers_without_sign_in(client):

@@ -9,16 +9,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import UnusableInput, analyze, ingest
 from analysis.ingest import FORMATS
+from analysis.metrics import HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.reuse import SCOPES
 from analysis.tokens import EncodingUnavailable
 from console.engine import analysis_params, ingest_options
 
-RESERVES = ("os", "page_cache", "tokenizers", "request_buffers", "serving_process", "cache_process")
+RESERVES = HOST_RESERVES
 
 
 class Command(BaseCommand):
@@ -124,7 +126,7 @@ class Command(BaseCommand):
                 min_reuses=opts["min_reuses"],
                 doc_min_tokens=opts["doc_min_tokens"],
                 host_ram_gib=opts["host_ram_gib"],
-                reserves_gib={name: opts[f"reserve_{name}"] for name in RESERVES},
+                **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in RESERVES},
             )
             params.validate()
             stream = ingest(
@@ -140,16 +142,20 @@ class Command(BaseCommand):
             if opts["save_stream"]:
                 stream.save(opts["save_stream"])
             report = analyze(stream, params)
-        except (UnusableInput, ProfileError, EncodingUnavailable, ValueError) as exc:
+        except UnusableInput as exc:
+            # still write what was skipped and why: the one-line reason is only the first
+            self._write(
+                opts["json"],
+                orjson.dumps(
+                    {"requests": 0, "errors": exc.errors, "skipped_lines": exc.skipped_lines},
+                    option=orjson.OPT_INDENT_2,
+                ),
+            )
             raise CommandError(str(exc)) from None
-        data = report.to_json()
-        if opts["json"] == "-":
-            sys.stdout.buffer.write(data + b"\n")
-        else:
-            out = Path(opts["json"])
-            tmp = out.with_name(f".{out.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(out)
+        except (ProfileError, EncodingUnavailable, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        out = self._write(opts["json"], report.to_json())
+        if out is not None:
             rec = report.recommendation
             self.stderr.write(
                 f"{report.requests} requests, {report.skipped_lines} lines skipped; "
@@ -157,3 +163,14 @@ class Command(BaseCommand):
                 f"recommended RAM {rec.ram_bytes / (1 << 30):.2f} GiB "
                 f"({rec.per_rank_bytes / (1 << 30):.2f} GiB per rank) -> {out}"
             )
+
+    def _write(self, target: str, data: bytes) -> Path | None:
+        """Write the JSON to a file (atomically: temporary name, then rename) or stdout."""
+        if target == "-":
+            sys.stdout.buffer.write(data + b"\n")
+            return None
+        out = Path(target)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(out)
+        return out

@@ -1,0 +1,207 @@
+"""Forms: they validate and nothing more. Parameter values are kept as plain JSON so an
+analysis can be re-run and compared later."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from django import forms
+from django.utils import timezone
+
+from analysis.budgets import WEIGHT_DTYPE_BYTES
+from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
+from analysis.profiles import profile_from_config as parse_model_config
+from analysis.reuse import SCOPES
+
+BLOCK_SIZE_CHOICES = [
+    (16, "16 (vLLM block)"),
+    (64, "64"),
+    (128, "128"),
+    (256, "256 (LMCache chunk)"),
+    (512, "512"),
+]
+# one field per host reserve of analysis.metrics.HOST_RESERVES
+RESERVE_LABELS = {
+    "os": "Operating system",
+    "page_cache": "Page cache",
+    "tokenizers": "Tokenizers",
+    "request_buffers": "Request buffers",
+    "serving_process": "Serving process",
+    "cache_process": "Separate cache process (e.g. LMCache server)",
+}
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    widget = MultipleFileInput
+
+    def clean(self, data, initial=None):
+        files = data if isinstance(data, list | tuple) else [data]
+        files = [f for f in files if f]
+        if not files:
+            raise forms.ValidationError("Choose at least one log file.")
+        return [super(MultipleFileField, self).clean(f, initial) for f in files]
+
+
+class UploadForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="e.g. “prod-eu, Monday”")
+    files = MultipleFileField(
+        label="Log files",
+        help_text="Chat-completion JSONL or pre-hashed (Mooncake) traces, plain or .gz. "
+        "Several files are analyzed as one log.",
+    )
+    format = forms.ChoiceField(
+        choices=[
+            ("auto", "Detect from the first line"),
+            ("chat", "Chat-completion JSONL"),
+            ("mooncake", "Pre-hashed trace (Mooncake)"),
+        ],
+        initial="auto",
+    )
+    block_sizes = forms.TypedMultipleChoiceField(
+        choices=BLOCK_SIZE_CHOICES,
+        coerce=int,
+        initial=[256],
+        widget=forms.CheckboxSelectMultiple,
+        label="Block sizes (tokens)",
+        help_text="Chosen now: token ids are never stored, so other sizes need a new upload. "
+        "Pre-hashed traces keep their own (512).",
+    )
+    previews = forms.BooleanField(
+        required=False,
+        label="Keep text previews of segments",
+        help_text="Off by default: without it no prompt text is stored anywhere.",
+    )
+    retention = forms.ChoiceField(
+        choices=[
+            ("delete", "Delete the raw file after ingest"),
+            ("keep", "Keep the raw file until a date"),
+        ],
+        initial="delete",
+        widget=forms.RadioSelect,
+        label="Raw file",
+    )
+    keep_until = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Keep until"
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("retention") == "keep":
+            until = data.get("keep_until")
+            if until is None:
+                self.add_error("keep_until", "Give the date the raw file may be deleted.")
+            elif until <= timezone.localdate():
+                self.add_error("keep_until", "The date must be in the future.")
+            elif until > timezone.localdate() + dt.timedelta(days=366):
+                self.add_error("keep_until", "Keep raw files for at most a year.")
+        else:
+            data["keep_until"] = None
+        return data
+
+
+def _windows(value: str) -> list[float]:
+    try:
+        windows = [float(part) for part in value.replace(",", " ").split()]
+    except ValueError:
+        raise forms.ValidationError("Windows are seconds, e.g. “300 3600 86400”.") from None
+    if not windows or any(w <= 0 for w in windows):
+        raise forms.ValidationError("Give one or more positive windows in seconds.")
+    if len(windows) > 6:
+        raise forms.ValidationError("At most 6 windows.")
+    return sorted(set(windows))
+
+
+class AnalysisForm(forms.Form):
+    """Parameters of an analysis. Sizes are in GiB on the form, as people think of RAM."""
+
+    block_tokens = forms.TypedChoiceField(coerce=int, label="Block size (tokens)")
+    model = forms.ChoiceField(
+        choices=[(name, name) for name in PRESETS], initial=DEFAULT_PROFILE, label="Model"
+    )
+    model_config = forms.FileField(
+        required=False,
+        label="…or a Hugging Face config.json",
+        help_text="Overrides the preset: layers, KV heads, head_dim (or MLA fields).",
+    )
+    kv_dtype = forms.ChoiceField(
+        choices=[("", "The model's own")] + [(d, d.upper()) for d in DTYPE_BYTES],
+        required=False,
+        label="KV dtype",
+    )
+    windows = forms.CharField(initial="300 3600 86400", label="Reuse windows (s)")
+    scope = forms.ChoiceField(
+        choices=[(s, s) for s in SCOPES], initial="global", label="Sharing scope"
+    )
+    lifetime = forms.FloatField(
+        required=False,
+        min_value=1,
+        label="Block lifetime (s)",
+        help_text="Leave empty for no lifetime.",
+    )
+    target = forms.FloatField(
+        initial=0.9, min_value=0.01, max_value=1, label="Target share of the ceiling"
+    )
+    headroom = forms.FloatField(initial=0.1, min_value=0, max_value=5, label="Headroom")
+    tp = forms.IntegerField(initial=1, min_value=1, max_value=64, label="Tensor-parallel ranks")
+    min_reuses = forms.IntegerField(initial=2, min_value=1, label="Reuses to call a segment hot")
+    doc_min_tokens = forms.IntegerField(
+        initial=512, min_value=1, label="Tokens for a message to count as a document"
+    )
+    host_ram_gib = forms.FloatField(required=False, min_value=0, label="Host RAM (GiB)")
+    gpu_memory_gib = forms.FloatField(required=False, min_value=1, label="GPU memory (GiB)")
+    weight_dtype = forms.ChoiceField(
+        choices=[(d, d) for d in WEIGHT_DTYPE_BYTES], initial="bf16", label="Weight dtype"
+    )
+    params_b = forms.FloatField(
+        required=False,
+        min_value=0.01,
+        label="Parameters (billions)",
+        help_text="Empty: the preset's.",
+    )
+    concurrent_sequences = forms.IntegerField(initial=32, min_value=0, label="Concurrent sequences")
+    context_tokens = forms.IntegerField(initial=8192, min_value=0, label="Context per sequence")
+
+    def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, label in RESERVE_LABELS.items():
+            self.fields[f"reserve_{name}_gib"] = forms.FloatField(
+                required=False, min_value=0, label=f"{label} (GiB)"
+            )
+        sizes = block_sizes or [256]
+        self.fields["block_tokens"].choices = [(b, str(b)) for b in sizes]
+        self.fields["block_tokens"].initial = sizes[0]
+
+    def clean_windows(self):
+        return _windows(self.cleaned_data["windows"])
+
+    def clean_model_config(self):
+        upload = self.cleaned_data.get("model_config")
+        if not upload:
+            return None
+        if upload.size > 1024 * 1024:
+            raise forms.ValidationError("A config.json is small; this file is over 1 MiB.")
+        try:
+            config = json.loads(upload.read())
+            parse_model_config(config, upload.name)
+        except (ValueError, ProfileError) as exc:
+            raise forms.ValidationError(f"Not a usable config.json: {exc}") from None
+        return config
+
+    def params(self) -> dict:
+        """The cleaned values as JSON-ready parameters (console.engine reads them)."""
+        data = dict(self.cleaned_data)
+        data.pop("block_tokens")
+        return data
+
+
+def analysis_initial(params: dict, block_tokens: int) -> dict:
+    """Form values from a stored analysis, to re-run it with changes."""
+    initial = {k: v for k, v in params.items() if k != "model_config"}
+    initial["windows"] = " ".join(f"{w:g}" for w in params.get("windows", []))
+    initial["block_tokens"] = block_tokens
+    return initial

@@ -1,0 +1,357 @@
+"""Figures, CSV exports and the plotly.js finder, on reports the engine computes from small
+generated logs. No database."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest
+from analysis.budgets import ServingShape
+from bench.generate import chat_requests, mooncake_requests, write_jsonl
+from console import charts, exports
+from console.staticfinders import PlotlyFinder
+
+GIB = 2**30
+HASH_KEY = b"test-secret-0123456789"
+WINDOWS = (90.0, 300.0, 3600.0)
+
+
+@pytest.fixture(scope="module")
+def chat_stream(tmp_path_factory):
+    path = tmp_path_factory.mktemp("logs") / "chat.jsonl"
+    write_jsonl(chat_requests(150, seed=5, documents=8, doc_words=(300, 700)), path)
+    return ingest([path], IngestOptions(hash_key=HASH_KEY, block_tokens=64))
+
+
+@pytest.fixture(scope="module")
+def report(chat_stream) -> dict:
+    """Global scope, with a host budget and a serving shape (budgets)."""
+    params = AnalysisParams(
+        windows_s=WINDOWS,
+        host=HostBudget(256 * GIB, {"os": 8 * GIB, "page_cache": 16 * GIB}),
+        serving=ServingShape(gpu_memory_bytes=80 * GIB),
+    )
+    return json.loads(analyze(chat_stream, params).to_json())
+
+
+@pytest.fixture(scope="module")
+def tenant_report(chat_stream) -> dict:
+    """Tenant scope with a 1 min lifetime (the log spans a few minutes): no budgets, no host
+    check."""
+    params = AnalysisParams(windows_s=WINDOWS, scope="tenant", lifetime_s=60.0)
+    return json.loads(analyze(chat_stream, params).to_json())
+
+
+@pytest.fixture(scope="module")
+def trace_report(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("traces") / "trace.jsonl"
+    write_jsonl(mooncake_requests(300, documents=50), path)
+    stream = ingest([path], IngestOptions(hash_key=HASH_KEY))
+    return json.loads(analyze(stream, AnalysisParams(windows_s=WINDOWS)).to_json())
+
+
+def trace(fig: dict, uid: str) -> dict:
+    found = [t for t in fig["data"] if t.get("uid") == uid]
+    assert len(found) == 1, f"one trace with uid {uid!r}, got {len(found)}"
+    return found[0]
+
+
+# --- figures ------------------------------------------------------------------------------
+
+
+def test_report_figures_keys(report, tenant_report, trace_report):
+    assert set(charts.report_figures(report)) == {
+        "mrc",
+        "working_set",
+        "reuse",
+        "segments",
+        "budgets",
+        "routes",
+    }
+    assert tenant_report["budgets"] is None
+    assert "budgets" not in charts.report_figures(tenant_report)
+    # no segment view for pre-hashed traces (the key is None or absent)
+    assert trace_report["windows"][-1].get("segments") is None
+    assert "segments" not in charts.report_figures(trace_report)
+
+
+def test_every_figure_is_plain_json(report, tenant_report, trace_report):
+    for r in (report, tenant_report, trace_report):
+        for name, fig in charts.report_figures(r).items():
+            text = json.dumps(fig, allow_nan=False)
+            assert "bdata" not in text, name
+            assert set(fig) == {"data", "layout"}
+            assert fig["layout"]["template"]["layout"], "plotly_white is embedded"
+            assert fig["layout"]["title"]["text"]
+    json.dumps(charts.compare_figure([("a", report), ("b", tenant_report)]), allow_nan=False)
+
+
+def test_mrc_points_and_recommendation(report):
+    fig = charts.report_figures(report)["mrc"]
+    curve = trace(fig, "curve")
+    assert curve["x"] == [p["capacity_bytes"] / GIB for p in report["mrc"]]
+    assert curve["y"] == pytest.approx([p["hit_ratio"] * 100 for p in report["mrc"]])
+    assert fig["layout"]["xaxis"]["type"] == "log"
+
+    rec = report["recommendation"]
+    marker = trace(fig, "recommended")
+    assert marker["x"] == [pytest.approx(rec["capacity_bytes"] / GIB)]
+    assert marker["y"] == [pytest.approx(rec["hit_ratio"] * 100)]
+    # the marker is one of the curve's points
+    assert rec["capacity_slots"] in [p["capacity_slots"] for p in report["mrc"]]
+    ram_gib = rec["ram_bytes"] / GIB
+    assert marker["text"][0].startswith("recommended ")
+    assert f"{ram_gib:.3g}" in marker["text"][0] or f"{ram_gib:.2f}" in marker["text"][0]
+
+    ceiling = trace(fig, "ceiling")
+    assert ceiling["name"] == "ceiling"
+    assert ceiling["y"] == pytest.approx([rec["ceiling"] * 100] * 2)
+    # global scope, no lifetime: the ceiling is the infinite-cache hit ratio, drawn once
+    assert rec["ceiling"] == pytest.approx(report["infinite_hit_ratio"])
+    assert not [t for t in fig["data"] if t.get("uid") == "infinite"]
+
+
+def test_mrc_with_a_lifetime_shows_both_ceilings(tenant_report):
+    rec = tenant_report["recommendation"]
+    assert rec["ceiling"] < tenant_report["infinite_hit_ratio"]
+    fig = charts.report_figures(tenant_report)["mrc"]
+    ceiling = trace(fig, "ceiling")
+    assert ceiling["name"] == "ceiling (lifetime 1 min)"
+    assert ceiling["y"] == pytest.approx([rec["ceiling"] * 100] * 2)
+    infinite = trace(fig, "infinite")
+    assert infinite["y"] == pytest.approx([tenant_report["infinite_hit_ratio"] * 100] * 2)
+
+
+def test_working_set_series_in_gib(report):
+    fig = charts.report_figures(report)["working_set"]
+    assert report["span_s"] <= 3 * 3600
+    assert "(min)" in fig["layout"]["xaxis"]["title"]["text"]
+    names = [t["name"] for t in fig["data"]]
+    assert names == [
+        "useful ≤ 90 s",
+        "TTL 90 s",
+        "useful ≤ 5 min",
+        "TTL 5 min",
+        "useful ≤ 1 h",
+        "TTL 1 h",
+    ]
+    for window in report["windows"]:
+        series = window["series"]
+        useful = trace(fig, f"useful-{window['window_s']:g}")
+        ttl = trace(fig, f"ttl-{window['window_s']:g}")
+        assert useful["x"] == pytest.approx([t / 60 for t in series["t_s"]])
+        assert useful["y"] == pytest.approx([b / GIB for b in series["useful_ws_bytes"]])
+        assert ttl["y"] == pytest.approx([b / GIB for b in series["ttl_occupancy_bytes"]])
+        assert ttl["line"]["dash"] == "dash" and useful["line"]["color"] == ttl["line"]["color"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "label"),
+    [
+        (300, "5 min"),
+        (3600, "1 h"),
+        (86400, "24 h"),
+        (90, "90 s"),
+        (5400, "90 min"),
+        (0.5, "0.5 s"),
+    ],
+)
+def test_window_label(seconds, label):
+    assert charts.window_label(seconds) == label
+
+
+def test_reuse_histogram_steps_and_window_lines(report):
+    hist = report["reuse_histogram"]
+    fig = charts.report_figures(report)["reuse"]
+    steps = trace(fig, "reuse")
+    assert steps["x"] == hist["edges_s"]
+    assert steps["y"][:-1] == hist["tokens"]
+    assert steps["line"]["shape"] == "hv"
+    lines = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    assert [s["x0"] for s in lines] == list(WINDOWS)
+    texts = {a["text"]: a["x"] for a in fig["layout"]["annotations"]}
+    # annotations on a log axis take log10 of the value
+    assert texts["5 min"] == pytest.approx(math.log10(300))
+
+
+def test_segment_shares_of_hits(report):
+    segments = report["windows"][-1]["segments"]
+    fig = charts.report_figures(report)["segments"]
+    total = sum(c["reused_tokens"] for by_class in segments.values() for c in by_class.values())
+    assert total > 0
+    shares = []
+    for klass in ("hot", "occasional", "one_off"):
+        bars = trace(fig, f"share-{klass}")
+        expected = [100 * segments[k][klass]["reused_tokens"] / total for k in bars["x"]]
+        assert bars["y"] == pytest.approx(expected)
+        shares += bars["y"]
+        sent = trace(fig, f"tokens-{klass}")
+        assert sent["y"] == [segments[k][klass]["total_tokens"] for k in sent["x"]]
+        assert sent["xaxis"] == "x" and bars["xaxis"] == "x2"
+    assert sum(shares) == pytest.approx(100)
+    # one-off material is never reused
+    assert trace(fig, "share-one_off")["y"] == [0, 0, 0]
+
+
+def test_budgets_figure(report):
+    budgets = report["budgets"]
+    host = report["recommendation"]["host"]
+    fig = charts.report_figures(report)["budgets"]
+    assert trace(fig, "weights")["y"] == [pytest.approx(budgets["weights_bytes"] / GIB)]
+    assert trace(fig, "active_kv")["x"] == ["GPU (per replica)"]
+    assert trace(fig, "host_reusable")["y"] == [
+        pytest.approx(report["recommendation"]["ram_bytes"] / GIB)
+    ]
+    for name, nbytes in host["reserves_bytes"].items():
+        assert trace(fig, f"reserve-{name}")["y"] == [pytest.approx(nbytes / GIB)]
+    capacity = trace(fig, "capacity")
+    assert capacity["y"] == pytest.approx(
+        [budgets["gpu_total_bytes"] / GIB, host["host_ram_bytes"] / GIB]
+    )
+    assert fig["layout"]["barmode"] == "stack"
+
+
+def test_routes_figure(report):
+    fig = charts.report_figures(report)["routes"]
+    routes = report["routes"]
+    assert len(routes) == 2
+    p90 = trace(fig, "prompt_tokens-p90")
+    assert p90["x"] == [r["route"] for r in routes]
+    assert p90["y"] == [r["prompt_tokens"]["p90"] for r in routes]
+    assert trace(fig, "output_tokens-max")["y"] == [r["output_tokens"]["max"] for r in routes]
+
+
+def test_routes_without_lengths():
+    report = {
+        "routes": [
+            {
+                "route": "",
+                "requests": 3,
+                "prompt_tokens": {"count": 0},
+                "output_tokens": {"count": 0},
+            }
+        ]
+    }
+    fig = charts.routes_figure(report)
+    assert trace(fig, "prompt_tokens-p50")["x"] == ["(no route)"]
+    assert trace(fig, "prompt_tokens-p50")["y"] == [None]
+
+
+def test_compare_figure(report, tenant_report):
+    fig = charts.compare_figure([("global", report), ("tenant", tenant_report)])
+    for i, r in enumerate((report, tenant_report)):
+        assert trace(fig, f"curve-{i}")["x"] == [p["capacity_bytes"] / GIB for p in r["mrc"]]
+        rec = trace(fig, f"recommended-{i}")
+        assert rec["x"] == [pytest.approx(r["recommendation"]["capacity_bytes"] / GIB)]
+        assert rec["y"] == [pytest.approx(r["recommendation"]["hit_ratio"] * 100)]
+    assert trace(fig, "curve-1")["name"] == "tenant"
+
+
+# --- CSV ----------------------------------------------------------------------------------
+
+
+def test_curve_csv_round_trip(report):
+    rows = list(csv.DictReader(io.StringIO(exports.curve_csv(report))))
+    assert len(rows) == len(report["mrc"])
+    for row, point in zip(rows, report["mrc"], strict=True):
+        assert int(row["capacity_slots"]) == point["capacity_slots"]
+        assert int(row["capacity_bytes"]) == point["capacity_bytes"]
+        assert float(row["capacity_gib"]) == point["capacity_bytes"] / GIB
+        assert float(row["hit_ratio"]) == point["hit_ratio"]
+
+
+def test_series_csv_long_format(report):
+    reader = csv.DictReader(io.StringIO(exports.series_csv(report)))
+    rows = list(reader)
+    assert reader.fieldnames == ["window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes"]
+    assert len(rows) == sum(len(w["series"]["t_s"]) for w in report["windows"])
+    last = report["windows"][-1]
+    mine = [r for r in rows if float(r["window_s"]) == last["window_s"]]
+    assert [int(r["useful_ws_bytes"]) for r in mine] == last["series"]["useful_ws_bytes"]
+
+
+def test_segments_csv(report, trace_report):
+    reader = csv.DictReader(io.StringIO(exports.segments_csv(report)))
+    rows = list(reader)
+    assert report["top_segments"]
+    assert len(rows) == len(report["top_segments"])
+    header = reader.fieldnames
+    assert header[:4] == ["key", "kind", "tokens", "occurrences"]
+    assert [h for h in header if h.startswith("reuses_")] == [
+        "reuses_90s",
+        "reuses_300s",
+        "reuses_3600s",
+    ]
+    assert set(header) == {k for row in report["top_segments"] for k in row}
+    assert int(rows[0]["reuses_3600s"]) == report["top_segments"][0]["reuses_3600s"]
+    # a trace has no segment table, but the download still has its header
+    empty = exports.segments_csv(trace_report).splitlines()
+    assert len(empty) == 1 and "reuses_300s" in empty[0]
+
+
+def test_segments_csv_neutralises_formulas():
+    report = {
+        "params": {"windows_s": [300.0]},
+        "top_segments": [
+            {
+                "key": "ab",
+                "kind": "document",
+                "tokens": 5,
+                "occurrences": 2,
+                "reuses_300s": 1,
+                "first_seen_s": 0.0,
+                "last_seen_s": 1.0,
+                "label": '=HYPERLINK("x")',
+                "preview": "plain",
+            }
+        ],
+    }
+    rows = list(csv.DictReader(io.StringIO(exports.segments_csv(report))))
+    assert rows[0]["label"] == '\'=HYPERLINK("x")'
+    assert rows[0]["preview"] == "plain"
+
+
+# --- plotly.js finder ---------------------------------------------------------------------
+
+
+def test_finder_serves_plotly_js_only():
+    finder = PlotlyFinder()
+    assert finder.check() == []
+    found = finder.find("vendor/plotly/plotly.min.js")
+    assert found and Path(found).name == "plotly.min.js"
+    head = Path(found).read_text(encoding="utf-8", errors="replace")[:2000]
+    assert "plotly.js v" in head
+    assert finder.find("vendor/plotly/plotly.min.js", find_all=True) == [found]
+    assert finder.find("vendor/plotly/widgetbundle.js") == []
+    assert finder.find("plotly.min.js") == []
+    listed = list(finder.list([]))
+    assert [path for path, _ in listed] == ["plotly.min.js"]
+    storage = listed[0][1]
+    assert storage.prefix == "vendor/plotly"
+    assert Path(storage.path("plotly.min.js")) == Path(found)
+    assert list(finder.list(["*.js"])) == []
+
+
+def test_finder_accepts_the_deprecated_all_keyword():
+    from django.utils.deprecation import RemovedInDjango61Warning
+
+    with pytest.warns(RemovedInDjango61Warning):
+        found = PlotlyFinder().find("vendor/plotly/plotly.min.js", all=True)
+    assert len(found) == 1
+
+
+def test_finder_through_django(settings):
+    from django.contrib.staticfiles import finders
+
+    settings.STATICFILES_FINDERS = [
+        "django.contrib.staticfiles.finders.FileSystemFinder",
+        "console.staticfinders.PlotlyFinder",
+    ]
+    found = finders.find("vendor/plotly/plotly.min.js")
+    assert found and Path(found).is_file()
