@@ -34,6 +34,8 @@ RUN pip install . \
 COPY templates/ templates/
 COPY static/ static/
 COPY manage.py ./
+# the bundled sample log behind the "Analyze the bundled sample" button
+COPY sample/ sample/
 
 # Static files are collected into the image (served by WhiteNoise). The secrets below exist
 # only for this one command and are not kept in the image; KVSCOPE_HASH_KEY is set so that

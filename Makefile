@@ -18,11 +18,11 @@ install: $(VENV)/.installed
 ## run: set everything up and start the console on the embedded default (SQLite, eager Celery)
 run: install
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py bootstrap
 	@echo ""
-	@echo "kvscope is starting at http://$(HOST):$(PORT)/"
-	@echo "Create your account first (in another terminal):  $(PY) manage.py createsuperuser"
-	@echo "Then sign in at http://$(HOST):$(PORT)/accounts/login/"
-	@echo "Or analyze the bundled sample right away:  $(PY) manage.py analyze sample/chat-sample.jsonl.gz --json report.json"
+	@echo "kvscope is starting: sign in at http://$(HOST):$(PORT)/accounts/login/"
+	@echo "More accounts:  $(PY) manage.py adduser NAME --role analyst|approver|auditor"
+	@echo "From the command line:  $(PY) manage.py analyze sample/chat-sample.jsonl.gz --json report.json"
 	@echo ""
 	$(PY) manage.py runserver $(HOST):$(PORT)
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("uploads/new/", views.upload_new, name="upload_new"),
+    path("uploads/sample/", views.upload_sample, name="upload_sample"),
     path("uploads/<int:pk>/", views.upload_detail, name="upload_detail"),
     path("uploads/<int:pk>/status.json", views.upload_status, name="upload_status"),
     path("uploads/<int:pk>/retry/", views.upload_retry_view, name="upload_retry"),

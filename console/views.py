@@ -79,6 +79,22 @@ def _job_json(job, **extra) -> dict:
     }
 
 
+SAMPLE_LOG = settings.BASE_DIR / "sample" / "chat-sample.jsonl.gz"
+
+
+@require_POST
+@analyst_required
+def upload_sample(request: HttpRequest) -> HttpResponse:
+    """One click to a recommendation: ingest the bundled generated sample log."""
+    upload = upload_create(
+        name="Sample: 2,000 generated chat requests",
+        sources=[SAMPLE_LOG],
+        user=request.user,
+        block_sizes=[256],
+    )
+    return redirect("upload_detail", pk=upload.pk)
+
+
 @reader_required
 def upload_status(request: HttpRequest, pk: int) -> JsonResponse:
     upload = get_object_or_404(Upload, pk=pk)

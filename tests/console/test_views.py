@@ -9,6 +9,7 @@ import io
 import json
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -263,3 +264,14 @@ def test_a_failed_ingest_can_be_retried_when_the_raw_file_was_kept(client, analy
 def test_healthz_answers_without_sign_in(client):
     response = client.get("/healthz")
     assert response.status_code == 200 and response.content == b"ok"
+
+
+def test_the_bundled_sample_is_one_click_away(client, analyst):
+    _login(client, analyst)
+    assert b"Analyze the bundled sample" in client.get("/").content
+    response = client.post(reverse("upload_sample"))
+    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    assert response["Location"] == reverse("upload_detail", args=[upload.pk])
+    assert upload.status == "done" and upload.requests == 2000
+    # the bundled file itself is never deleted: only the stored copy is
+    assert (settings.BASE_DIR / "sample" / "chat-sample.jsonl.gz").exists()
