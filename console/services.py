@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_streams
@@ -100,10 +101,30 @@ def upload_create(
     return upload
 
 
+def _dispatch(task, job_id: int) -> None:
+    """Send a task once the current transaction commits (the row must exist for it).
+
+    With no broker (the embedded default) tasks run in-process; KVSCOPE_EAGER_IN_THREAD
+    runs them in a background thread so the page can show live progress instead of
+    waiting for the whole ingest inside the request.
+    """
+    if settings.CELERY_TASK_ALWAYS_EAGER and settings.KVSCOPE_EAGER_IN_THREAD:
+
+        def run() -> None:
+            try:
+                task.apply(args=(job_id,))
+            finally:
+                connection.close()  # this thread's own database connection
+
+        transaction.on_commit(lambda: threading.Thread(target=run, daemon=True).start())
+    else:
+        transaction.on_commit(lambda: task.delay(job_id))
+
+
 def _enqueue_ingest(upload_id: int) -> None:
     from console.tasks import ingest_upload_task
 
-    transaction.on_commit(lambda: ingest_upload_task.delay(upload_id))
+    _dispatch(ingest_upload_task, upload_id)
 
 
 def upload_retry(*, upload: Upload) -> Upload:
@@ -244,7 +265,7 @@ def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=Non
     )
     from console.tasks import run_analysis_task
 
-    transaction.on_commit(lambda: run_analysis_task.delay(analysis.pk))
+    _dispatch(run_analysis_task, analysis.pk)
     return analysis
 
 

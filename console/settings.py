@@ -136,6 +136,9 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 # No broker: run tasks in-process, so the embedded default needs no extra service.
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
+# Embedded default: run those in-process tasks in a background thread, so a long ingest
+# shows live progress instead of holding the upload request (tests turn it off).
+KVSCOPE_EAGER_IN_THREAD = env_bool("KVSCOPE_EAGER_IN_THREAD", True)
 CELERY_TASK_IGNORE_RESULT = True
 # A task killed mid-way is redelivered, not lost.
 CELERY_TASK_ACKS_LATE = True

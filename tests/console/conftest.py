@@ -25,6 +25,8 @@ def data_dirs(settings, tmp_path):
     if not BROKER_MODE:
         settings.MEDIA_ROOT = tmp_path / "media"
         settings.ARTIFACT_ROOT = tmp_path / "artifacts"
+    # tasks run inside the request/test unless a test asks for the background thread
+    settings.KVSCOPE_EAGER_IN_THREAD = False
     return Path(settings.MEDIA_ROOT), Path(settings.ARTIFACT_ROOT)
 
 

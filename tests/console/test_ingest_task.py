@@ -76,3 +76,12 @@ def test_kept_raw_file_survives_the_ingest(chat_log):
     done = wait_for(_finished(upload.pk))
     assert done.status == JobStatus.DONE
     assert Path(done.raw_paths[0]).read_bytes() == chat_log.read_bytes()
+
+
+def test_embedded_default_can_run_the_ingest_in_a_background_thread(chat_log, settings):
+    settings.KVSCOPE_EAGER_IN_THREAD = True
+    upload = upload_create(name="threaded", sources=[chat_log])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.DONE, done.message
+    assert done.requests == 120
+    assert Analysis.objects.get(upload=done).report["requests"] == 120
