@@ -94,3 +94,16 @@ def reuses(segment_row: dict, window_s: float):
 def index(sequence, position: int):
     """sequence[position - 1]: deltas are listed for the 2nd, 3rd... report."""
     return sequence[position - 1] if 0 < position <= len(sequence) else None
+
+
+@register.filter
+def duration(value) -> str:
+    """Elapsed seconds for people: 5.3 s, 12 min 5 s, 1 h 06 min."""
+    if value is None or value == "":
+        return "—"
+    v = float(value)
+    if v < 60:
+        return f"{v:.1f} s"
+    if v < 3600:
+        return f"{int(v // 60)} min {int(v % 60)} s"
+    return f"{int(v // 3600)} h {int(v % 3600 // 60):02d} min"
