@@ -106,3 +106,27 @@ class Analysis(Job):
         if p.get("tp", 1) != 1:
             parts.append(f"TP{p['tp']}")
         return " · ".join(str(x) for x in parts)
+
+
+# Policies live in their own module; importing them here registers them with the app.
+from console.policies.models import (  # noqa: E402
+    AuditEvent,
+    Policy,
+    PolicyVersion,
+    Review,
+    SignOff,
+    VersionState,
+)
+
+__all__ = [
+    "Analysis",
+    "AuditEvent",
+    "Job",
+    "JobStatus",
+    "Policy",
+    "PolicyVersion",
+    "Review",
+    "SignOff",
+    "Upload",
+    "VersionState",
+]

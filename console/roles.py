@@ -12,8 +12,8 @@ ANALYST, APPROVER, AUDITOR = "analyst", "approver", "auditor"
 ROLES = (ANALYST, APPROVER, AUDITOR)
 # permissions each role's group holds (app_label.codename)
 ROLE_PERMISSIONS = {
-    ANALYST: ["console.analyze_upload"],
-    APPROVER: [],
+    ANALYST: ["console.analyze_upload", "console.author_policy"],
+    APPROVER: ["console.approve_policy"],
     AUDITOR: [],
 }
 
@@ -48,6 +48,14 @@ def can_read(user) -> bool:
 
 def can_analyze(user) -> bool:
     return user.is_authenticated and (user.is_superuser or user.has_perm("console.analyze_upload"))
+
+
+def can_author(user) -> bool:
+    return user.is_authenticated and (user.is_superuser or user.has_perm("console.author_policy"))
+
+
+def can_approve(user) -> bool:
+    return user.is_authenticated and (user.is_superuser or user.has_perm("console.approve_policy"))
 
 
 def reader_required(view):

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console import views
+from console.policies import views as policy_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,6 +20,38 @@ urlpatterns = [
         "analyses/<int:pk>/download/<str:what>", views.analysis_download, name="analysis_download"
     ),
     path("compare/", views.compare, name="compare"),
+    path("policies/", policy_views.policy_list, name="policy_list"),
+    path("policies/new/", policy_views.policy_new, name="policy_new"),
+    path("policies/audit/", policy_views.audit_log, name="audit_log"),
+    path("policies/versions/<int:pk>/", policy_views.version_detail, name="policy_version"),
+    path("policies/versions/<int:pk>/edit/", policy_views.version_edit, name="policy_edit"),
+    path(
+        "policies/versions/<int:pk>/submit/", policy_views.version_submit_view, name="policy_submit"
+    ),
+    path(
+        "policies/versions/<int:pk>/request-changes/",
+        policy_views.version_request_changes_view,
+        name="policy_request_changes",
+    ),
+    path(
+        "policies/versions/<int:pk>/approve/",
+        policy_views.version_approve_view,
+        name="policy_approve",
+    ),
+    path(
+        "policies/versions/<int:pk>/new-version/",
+        policy_views.version_new_view,
+        name="policy_new_version",
+    ),
+    path(
+        "policies/versions/<int:pk>/retire/", policy_views.policy_retire_view, name="policy_retire"
+    ),
+    path("policies/versions/<int:pk>/sign-off/", policy_views.signoff_page, name="policy_signoff"),
+    path(
+        "policies/versions/<int:pk>/export/<str:kind>",
+        policy_views.version_export,
+        name="policy_export",
+    ),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

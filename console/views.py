@@ -15,7 +15,7 @@ from analysis.compare import headline_rows
 from console import charts, exports
 from console.forms import AnalysisForm, UploadForm, analysis_initial
 from console.models import Analysis, JobStatus, Upload
-from console.roles import analyst_required, can_analyze, reader_required
+from console.roles import analyst_required, can_analyze, can_author, reader_required
 from console.services import (
     RetryRefused,
     analysis_create,
@@ -196,6 +196,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "figures": charts.report_figures(report) if report else {},
             "form": form,
             "siblings": siblings,
+            "can_author": can_author(request.user),
         },
     )
 

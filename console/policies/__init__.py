@@ -1,0 +1,1 @@
+"""Retention policies for reusable KV blocks: reviewed records, sign-off, audit, exports."""

@@ -1,0 +1,135 @@
+"""Consistency checks run before a version may be submitted for review.
+
+Errors block the submission; warnings are shown to the author and the approver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.policies.body import (
+    END_OF_LIFE_EVENTS,
+    LOAD_FAILURE,
+    RAM_FULL,
+    WORKER_EXIT,
+    persistent_tier_enabled,
+)
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "error" | "warning"
+    field: str
+    message: str
+
+
+def check_body(
+    body: dict, evidence_report: dict | None = None, tenants_in_traffic: int = 0
+) -> list[Finding]:
+    """Every problem of a policy body, errors first."""
+    out: list[Finding] = []
+
+    def error(field: str, message: str) -> None:
+        out.append(Finding("error", field, message))
+
+    def warning(field: str, message: str) -> None:
+        out.append(Finding("warning", field, message))
+
+    if not body["routes"]:
+        error("routes", "Name at least one model route the policy governs.")
+    if not body["lifetime_s"] or body["lifetime_s"] <= 0:
+        error("lifetime_s", "Set the block lifetime (seconds after last use).")
+    if not body["purge_deadline_s"] or body["purge_deadline_s"] <= 0:
+        error("purge_deadline_s", "Set the maximum time to purge after an end-of-life event.")
+    events = body["end_of_life"]
+    if not events:
+        error("end_of_life", "Choose the end-of-life events that must remove blocks.")
+    for item in events:
+        name = END_OF_LIFE_EVENTS.get(item["event"], item["event"])
+        if item["event"] not in END_OF_LIFE_EVENTS:
+            error("end_of_life", f"Unknown end-of-life event {item['event']!r}.")
+        elif not item.get("deadline_s") or item["deadline_s"] <= 0:
+            error("end_of_life", f"“{name}” has no purge deadline.")
+    if len({item["event"] for item in events}) != len(events):
+        error("end_of_life", "Each end-of-life event may appear once.")
+
+    tiers = body["tiers"]
+    ram = tiers["cpu_ram"]
+    if ram["enabled"] and not (ram["size_gib"] and ram["size_gib"] > 0):
+        error("tiers", "The CPU RAM tier is enabled but has no size.")
+    for name, label in (("local_disk", "local disk"), ("remote", "remote store")):
+        tier = tiers[name]
+        if not tier["enabled"] and tier["size_gib"]:
+            error("tiers", f"The {label} tier is disabled but sized ({tier['size_gib']} GiB).")
+        if tier["enabled"] and not (tier["size_gib"] and tier["size_gib"] > 0):
+            error("tiers", f"The {label} tier is enabled but has no size.")
+    if tiers["remote"]["enabled"] and not tiers["remote"]["kind"]:
+        error("tiers", "Say which remote store is used.")
+
+    failure = body["failure"]
+    for key, choices, what in (
+        ("ram_full", RAM_FULL, "when the RAM tier is full"),
+        ("worker_exit", WORKER_EXIT, "when a worker or cache process exits"),
+        ("load_failure", LOAD_FAILURE, "when a block cannot be loaded"),
+    ):
+        if failure.get(key) not in choices:
+            error("failure", f"State what happens {what}.")
+
+    if persistent_tier_enabled(body):
+        contract = body.get("disk_contract") or {}
+        for key, what in (
+            ("allowed_data", "which data may go to disk or remote storage"),
+            ("cold_after_s", "when a block counts as cold"),
+            ("deleted_by", "who deletes the files"),
+            ("delete_when", "when the files are deleted"),
+            ("on_disk_full", "what happens when the disk is full"),
+            ("on_restart", "what happens to stored blocks on a restart"),
+        ):
+            if not contract.get(key):
+                error("disk_contract", f"The disk tier contract must say {what}.")
+
+    access = body["access"]
+    if not access["readers"]:
+        error("access", "Name the services or processes that may read the blocks.")
+    if not access["classification"]:
+        error("access", "Give the data classification of the traffic.")
+    if not access["justification"].strip():
+        error("access", "Justify the policy in a sentence or two.")
+
+    if evidence_report is None:
+        warning("evidence", "No analysis is linked: the policy's sizes have no evidence.")
+    else:
+        _check_against_evidence(body, evidence_report, tenants_in_traffic, error, warning)
+    out.sort(key=lambda f: f.level != "error")
+    return out
+
+
+def _check_against_evidence(body, report, tenants_in_traffic, error, warning) -> None:
+    host = report["recommendation"].get("host")
+    ram = body["tiers"]["cpu_ram"]
+    if (
+        host
+        and ram["enabled"]
+        and ram["size_gib"]
+        and ram["size_gib"] * GIB > host["available_bytes"]
+    ):
+        error(
+            "tiers",
+            f"CPU RAM {ram['size_gib']:g} GiB is above the host budget of the linked "
+            f"analysis ({host['available_bytes'] / GIB:.1f} GiB after reserves).",
+        )
+    measured = max((w["window_s"] for w in report["windows"]), default=0)
+    if body["lifetime_s"] and body["lifetime_s"] > measured:
+        warning(
+            "lifetime_s",
+            f"The lifetime ({body['lifetime_s']:g} s) is longer than the longest window the "
+            f"analysis measured ({measured:g} s): reuse beyond it is unmeasured.",
+        )
+    if body["scope"] == "global" and tenants_in_traffic > 1:
+        warning(
+            "scope",
+            f"Scope “global” on traffic from {tenants_in_traffic} tenants: their prompts "
+            "would share blocks (and timing side channels).",
+        )

@@ -1,0 +1,193 @@
+"""The policy form: every field of the body, flattened for HTML, and back."""
+
+from __future__ import annotations
+
+from django import forms
+
+from console.models import Analysis, JobStatus
+from console.policies.body import (
+    CLASSIFICATIONS,
+    END_OF_LIFE_EVENTS,
+    LOAD_FAILURE,
+    RAM_FULL,
+    REMOTE_KINDS,
+    SCOPES,
+    WORKER_EXIT,
+    empty_body,
+)
+
+SCOPE_HELP = {
+    "global": "all traffic shares blocks",
+    "tenant": "a per-tenant cache salt on every request",
+    "user": "a per-user cache salt on every request",
+}
+
+
+def _choices(mapping: dict) -> list[tuple[str, str]]:
+    return [("", "— choose —"), *mapping.items()]
+
+
+def _list(value: str) -> list[str]:
+    return [item.strip() for item in value.replace("\n", ",").split(",") if item.strip()]
+
+
+class PolicyCreateForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="e.g. “chat routes, EU tenants”")
+
+
+class PolicyForm(forms.Form):
+    analysis = forms.ModelChoiceField(
+        queryset=Analysis.objects.none(),
+        required=False,
+        label="Evidence: the analysis this policy relies on",
+    )
+    routes = forms.CharField(label="Model routes governed", help_text="Comma-separated.")
+    tenants = forms.CharField(
+        required=False,
+        label="Tenants (optional)",
+        help_text="Comma-separated; empty = every tenant.",
+    )
+    lifetime_s = forms.FloatField(min_value=1, label="Block lifetime (s after last use)")
+    purge_deadline_s = forms.FloatField(
+        min_value=1, label="Maximum time to purge after an end-of-life event (s)"
+    )
+    scope = forms.ChoiceField(
+        choices=[(s, f"{s} — {SCOPE_HELP[s]}") for s in SCOPES], label="Sharing scope"
+    )
+    cpu_ram_enabled = forms.BooleanField(required=False, label="CPU RAM tier enabled")
+    cpu_ram_size_gib = forms.FloatField(required=False, min_value=0, label="CPU RAM (GiB)")
+    no_persistent_storage = forms.BooleanField(
+        required=False, label="No persistent storage of content (forces disk and remote off)"
+    )
+    disk_enabled = forms.BooleanField(required=False, label="Local disk / NVMe tier enabled")
+    disk_size_gib = forms.FloatField(required=False, min_value=0, label="Disk size (GiB)")
+    disk_path = forms.CharField(required=False, label="Disk path", initial="/var/cache/kv")
+    remote_enabled = forms.BooleanField(required=False, label="Remote store enabled")
+    remote_kind = forms.ChoiceField(
+        choices=[("", "—")] + [(k, k) for k in REMOTE_KINDS], required=False, label="Remote store"
+    )
+    remote_size_gib = forms.FloatField(required=False, min_value=0, label="Remote size (GiB)")
+    remote_url = forms.CharField(required=False, label="Remote URL")
+    ram_full = forms.ChoiceField(
+        choices=_choices(RAM_FULL), required=False, label="When the RAM tier is full"
+    )
+    worker_exit = forms.ChoiceField(
+        choices=_choices(WORKER_EXIT), required=False, label="When a worker or cache process exits"
+    )
+    load_failure = forms.ChoiceField(
+        choices=_choices(LOAD_FAILURE), required=False, label="When a block cannot be loaded"
+    )
+    allowed_data = forms.CharField(
+        required=False,
+        label="Data allowed on disk/remote",
+        help_text="e.g. only prefixes of at least 4,096 tokens seen 3 times",
+    )
+    cold_after_s = forms.FloatField(required=False, min_value=1, label="A block is cold after (s)")
+    request_may_wait = forms.BooleanField(
+        required=False, label="A request may wait for a disk block"
+    )
+    deleted_by = forms.CharField(required=False, label="Who deletes the files")
+    delete_when = forms.CharField(required=False, label="When the files are deleted")
+    on_disk_full = forms.CharField(required=False, label="When the disk is full")
+    on_restart = forms.CharField(required=False, label="On a process restart")
+    readers = forms.CharField(label="Services or processes that may read the blocks")
+    classification = forms.ChoiceField(
+        choices=[("", "— choose —")] + [(c, c) for c in CLASSIFICATIONS],
+        label="Data classification of the traffic",
+    )
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Justification")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["analysis"].queryset = Analysis.objects.filter(
+            status=JobStatus.DONE
+        ).select_related("upload")
+        self.fields["analysis"].label_from_instance = lambda a: f"#{a.pk} {a.upload} · {a.summary}"
+        for event, label in END_OF_LIFE_EVENTS.items():
+            self.fields[f"eol_{event}"] = forms.BooleanField(required=False, label=label)
+            self.fields[f"eol_{event}_deadline_s"] = forms.FloatField(
+                required=False, min_value=1, label="purge within (s)"
+            )
+
+    # The form validates types only; what a policy must say is checked by
+    # console.policies.checks before submission, so a draft can be saved half-done.
+
+    def eol_rows(self):
+        return [(self[f"eol_{e}"], self[f"eol_{e}_deadline_s"]) for e in END_OF_LIFE_EVENTS]
+
+    def to_body(self) -> dict:
+        d = self.cleaned_data
+        body = empty_body()
+        body.update(
+            routes=_list(d["routes"]),
+            tenants=_list(d["tenants"]),
+            lifetime_s=d["lifetime_s"],
+            purge_deadline_s=d["purge_deadline_s"],
+            scope=d["scope"],
+            end_of_life=[
+                {"event": e, "deadline_s": d.get(f"eol_{e}_deadline_s")}
+                for e in END_OF_LIFE_EVENTS
+                if d.get(f"eol_{e}")
+            ],
+        )
+        body["tiers"] = {
+            "gpu": True,
+            "cpu_ram": {"enabled": d["cpu_ram_enabled"], "size_gib": d["cpu_ram_size_gib"]},
+            "local_disk": {
+                "enabled": d["disk_enabled"],
+                "size_gib": d["disk_size_gib"],
+                "path": d["disk_path"],
+            },
+            "remote": {
+                "enabled": d["remote_enabled"],
+                "kind": d["remote_kind"],
+                "size_gib": d["remote_size_gib"],
+                "url": d["remote_url"],
+            },
+            "no_persistent_storage": d["no_persistent_storage"],
+        }
+        body["failure"] = {k: d[k] for k in ("ram_full", "worker_exit", "load_failure")}
+        body["disk_contract"] = {
+            k: d[k]
+            for k in (
+                "allowed_data",
+                "cold_after_s",
+                "request_may_wait",
+                "deleted_by",
+                "delete_when",
+                "on_disk_full",
+                "on_restart",
+            )
+        }
+        body["access"] = {k: d[k] for k in ("readers", "classification", "justification")}
+        return body
+
+
+def initial_from_body(body: dict, analysis: Analysis | None) -> dict:
+    tiers = body["tiers"]
+    contract = body.get("disk_contract") or {}
+    initial = {
+        "analysis": analysis.pk if analysis else None,
+        "routes": ", ".join(body["routes"]),
+        "tenants": ", ".join(body["tenants"]),
+        "lifetime_s": body["lifetime_s"],
+        "purge_deadline_s": body["purge_deadline_s"],
+        "scope": body["scope"],
+        "cpu_ram_enabled": tiers["cpu_ram"]["enabled"],
+        "cpu_ram_size_gib": tiers["cpu_ram"]["size_gib"],
+        "no_persistent_storage": tiers["no_persistent_storage"],
+        "disk_enabled": tiers["local_disk"]["enabled"],
+        "disk_size_gib": tiers["local_disk"]["size_gib"],
+        "disk_path": tiers["local_disk"]["path"],
+        "remote_enabled": tiers["remote"]["enabled"],
+        "remote_kind": tiers["remote"]["kind"],
+        "remote_size_gib": tiers["remote"]["size_gib"],
+        "remote_url": tiers["remote"]["url"],
+        **body["failure"],
+        **{k: v for k, v in contract.items()},
+        **body["access"],
+    }
+    for item in body["end_of_life"]:
+        initial[f"eol_{item['event']}"] = True
+        initial[f"eol_{item['event']}_deadline_s"] = item["deadline_s"]
+    return initial

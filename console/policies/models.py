@@ -1,0 +1,146 @@
+"""Policies, their versions, reviews, sign-offs, and the append-only audit trail."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Policy(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "policies"
+        permissions = [
+            ("author_policy", "Can draft and submit retention policies"),
+            ("approve_policy", "Can approve retention policies"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class VersionState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    IN_REVIEW = "in_review", "In review"
+    CHANGES_REQUESTED = "changes_requested", "Changes requested"
+    APPROVED = "approved", "Approved"
+    SUPERSEDED = "superseded", "Superseded"
+    RETIRED = "retired", "Retired"
+
+
+EDITABLE = (VersionState.DRAFT, VersionState.CHANGES_REQUESTED)
+
+
+class PolicyVersion(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=VersionState.choices, default="draft")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    body = models.JSONField()  # console.policies.body: what the version says
+    # the evidence: the analysis it relies on, and the same re-run with the policy's own
+    # lifetime and scope (what the policy costs)
+    analysis = models.ForeignKey(
+        "console.Analysis", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    constrained_analysis = models.ForeignKey(
+        "console.Analysis", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    digest = models.CharField(max_length=64, blank=True)  # set at approval
+
+    class Meta:
+        ordering = ["policy", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "number"], name="one_number_per_policy")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy.name} v{self.number}"
+
+    @property
+    def editable(self) -> bool:
+        return self.state in EDITABLE
+
+
+class Review(models.Model):
+    """One step of the review chain: submit, request changes, approve, retire."""
+
+    version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="reviews")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=30)
+    comment = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.version}"
+
+
+class SignOff(models.Model):
+    version = models.OneToOneField(PolicyVersion, on_delete=models.PROTECT, related_name="signoff")
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approver_name = models.CharField(max_length=150)
+    at = models.DateTimeField()
+    comment = models.TextField()
+    digest = models.CharField(max_length=64)  # SHA-256 of the canonical body JSON
+
+    def __str__(self) -> str:
+        return f"sign-off of {self.version} by {self.approver_name}"
+
+
+class AppendOnlyError(Exception):
+    pass
+
+
+class AuditEvent(models.Model):
+    """Append-only: each event stores the hash of the previous one (a hash chain), so a
+    changed or removed row is detectable (manage.py verify_audit). Rows cannot be updated
+    or deleted through the ORM; on PostgreSQL a trigger refuses it in the database too."""
+
+    at = models.DateTimeField()
+    # no database constraint and no SET NULL: deleting a user must not rewrite audit rows
+    # (the trigger would refuse it); actor_name keeps who it was
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=40)
+    object_type = models.CharField(max_length=40)
+    object_id = models.CharField(max_length=40)
+    details = models.JSONField(default=dict)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.action} {self.object_type}:{self.object_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise AppendOnlyError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("audit events are append-only")

@@ -1,0 +1,289 @@
+"""Policy workflow: draft -> in review -> approved, or -> changes requested -> draft again.
+
+Each transition is a conditional UPDATE on the current state, so a second click or a
+concurrent request changes nothing; every change is an audit event in the same
+transaction. Separation of duties: only approvers approve, never the version's author,
+and only after re-entering their password.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from django.db import transaction
+from django.utils import timezone
+
+from console.models import Analysis, JobStatus
+from console.policies import audit
+from console.policies.body import digest, empty_body, normalize
+from console.policies.checks import Finding, check_body
+from console.policies.models import (
+    EDITABLE,
+    Policy,
+    PolicyVersion,
+    Review,
+    SignOff,
+    VersionState,
+)
+from console.roles import can_approve, can_author
+
+GIB = 1 << 30
+
+
+class PolicyError(Exception):
+    """A transition that is not allowed now, said in words for the user."""
+
+
+class ChecksFailed(PolicyError):
+    def __init__(self, findings: list[Finding]):
+        self.findings = findings
+        super().__init__(f"{sum(f.level == 'error' for f in findings)} problem(s) to fix first")
+
+
+def body_from_analysis(analysis: Analysis | None) -> dict:
+    """A draft prefilled from the evidence: routes seen, scope and lifetime analyzed, the
+    recommended RAM."""
+    body = empty_body()
+    if analysis is None or not analysis.report:
+        return body
+    report = analysis.report
+    body["routes"] = [r["route"] for r in report.get("routes", []) if r["route"]]
+    body["scope"] = report["scope"]
+    lifetime = report["recommendation"].get("lifetime_s")
+    body["lifetime_s"] = lifetime or max(w["window_s"] for w in report["windows"])
+    body["tiers"]["cpu_ram"]["size_gib"] = round(report["recommendation"]["ram_bytes"] / GIB, 2)
+    return body
+
+
+def _evidence(analysis: Analysis | None) -> dict:
+    if analysis is None or not analysis.report:
+        return {}
+    rec = analysis.report["recommendation"]
+    return {
+        "analysis_id": analysis.pk,
+        "upload": analysis.upload.name,
+        "params": analysis.params,
+        "block_tokens": analysis.block_tokens,
+        "recommended_ram_bytes": rec["ram_bytes"],
+        "per_rank_bytes": rec["per_rank_bytes"],
+        "hit_ratio": rec["hit_ratio"],
+        "ceiling": rec["ceiling"],
+    }
+
+
+def _require(allowed: bool, message: str) -> None:
+    if not allowed:
+        raise PolicyError(message)
+
+
+def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
+    _require(can_author(user), "Only analysts draft policies.")
+    if Policy.objects.filter(name=name).exists():
+        raise PolicyError(f"A policy named “{name}” exists already.")
+    with transaction.atomic():
+        policy = Policy.objects.create(name=name, created_by=user)
+        body = body_from_analysis(analysis)
+        body["evidence"] = _evidence(analysis)
+        version = PolicyVersion.objects.create(
+            policy=policy, number=1, author=user, body=normalize(body), analysis=analysis
+        )
+        audit.record(
+            actor=user,
+            action="policy.create",
+            obj=version,
+            details={"policy": name, "analysis": analysis.pk if analysis else None},
+        )
+    _rerun_constrained(version, user)
+    return version
+
+
+def version_update(
+    *, version: PolicyVersion, body: dict, user, analysis: Analysis | None = None
+) -> PolicyVersion:
+    """Edit a draft (or a version sent back for changes)."""
+    _require(can_author(user), "Only analysts edit policies.")
+    body = normalize(copy.deepcopy(body))
+    body["evidence"] = _evidence(analysis)
+    with transaction.atomic():
+        changed = PolicyVersion.objects.filter(pk=version.pk, state__in=EDITABLE).update(
+            body=body, analysis=analysis, updated_at=timezone.now()
+        )
+        if not changed:
+            raise PolicyError("Only a draft can be edited; approved versions are immutable.")
+        audit.record(
+            actor=user, action="policy.edit", obj=version, details={"digest": digest(body)}
+        )
+    version.refresh_from_db()
+    _rerun_constrained(version, user)
+    return version
+
+
+def _rerun_constrained(version: PolicyVersion, user) -> None:
+    """Queue the linked analysis again with the policy's own lifetime and scope."""
+    from console.services import analysis_create
+
+    analysis, body = version.analysis, version.body
+    if analysis is None or not body.get("lifetime_s"):
+        return
+    params = dict(analysis.params, lifetime=float(body["lifetime_s"]), scope=body["scope"])
+    current = version.constrained_analysis
+    if current is not None and current.params == params:
+        return
+    rerun = analysis_create(
+        upload=analysis.upload, block_tokens=analysis.block_tokens, params=params, user=user
+    )
+    PolicyVersion.objects.filter(pk=version.pk).update(constrained_analysis=rerun)
+    version.constrained_analysis = rerun
+
+
+def findings_for(version: PolicyVersion) -> list[Finding]:
+    analysis = version.analysis
+    report = analysis.report if analysis is not None else None
+    tenants = 0
+    if analysis is not None and analysis.upload.streams:
+        from analysis import BlockStream
+
+        path = analysis.upload.streams.get(str(analysis.block_tokens))
+        try:
+            tenants = len([t for t in BlockStream.load(path).tenants if t]) if path else 0
+        except OSError:
+            tenants = 0
+    return check_body(version.body, report, tenants)
+
+
+def _transition(
+    version: PolicyVersion, sources, target: str, user, action: str, comment: str = "", **fields
+) -> None:
+    with transaction.atomic():
+        moved = PolicyVersion.objects.filter(pk=version.pk, state__in=sources).update(
+            state=target, updated_at=timezone.now(), **fields
+        )
+        if not moved:
+            version.refresh_from_db()
+            raise PolicyError(
+                f"This version is {version.get_state_display().lower()} now; nothing was changed."
+            )
+        Review.objects.create(version=version, actor=user, action=action, comment=comment)
+        audit.record(
+            actor=user,
+            action=f"policy.{action}",
+            obj=version,
+            details={"comment": comment, "to": target, **fields},
+        )
+    version.refresh_from_db()
+
+
+def version_submit(*, version: PolicyVersion, user) -> None:
+    _require(can_author(user), "Only analysts submit policies.")
+    findings = findings_for(version)
+    if any(f.level == "error" for f in findings):
+        raise ChecksFailed(findings)
+    _transition(version, EDITABLE, VersionState.IN_REVIEW, user, "submit")
+
+
+def version_request_changes(*, version: PolicyVersion, user, comment: str) -> None:
+    _require(can_approve(user), "Only approvers review policies.")
+    _require(bool(comment.strip()), "Say what should change.")
+    _transition(
+        version,
+        [VersionState.IN_REVIEW],
+        VersionState.CHANGES_REQUESTED,
+        user,
+        "request_changes",
+        comment,
+    )
+
+
+def version_approve(*, version: PolicyVersion, user, password: str, comment: str) -> SignOff:
+    """Sign off: approver role, not the author, password re-entered, a comment."""
+    _require(can_approve(user), "Only approvers approve policies.")
+    _require(version.author_id != user.pk, "The author of a version can never approve it.")
+    _require(user.check_password(password), "The password is not correct.")
+    _require(bool(comment.strip()), "An approval needs a comment.")
+    signed = digest(version.body)
+    with transaction.atomic():
+        _transition(
+            version,
+            [VersionState.IN_REVIEW],
+            VersionState.APPROVED,
+            user,
+            "approve",
+            comment,
+            digest=signed,
+        )
+        signoff = SignOff.objects.create(
+            version=version,
+            approver=user,
+            approver_name=user.get_username(),
+            at=timezone.now(),
+            comment=comment,
+            digest=signed,
+        )
+        older = PolicyVersion.objects.filter(
+            policy=version.policy, state=VersionState.APPROVED
+        ).exclude(pk=version.pk)
+        for old in older:
+            _transition(
+                old,
+                [VersionState.APPROVED],
+                VersionState.SUPERSEDED,
+                user,
+                "supersede",
+                f"superseded by v{version.number}",
+            )
+    return signoff
+
+
+def version_new(*, policy: Policy, user) -> PolicyVersion:
+    """A new draft from the latest version (an approved one stays as it is)."""
+    _require(can_author(user), "Only analysts draft policies.")
+    _require(policy.retired_at is None, "This policy is retired.")
+    with transaction.atomic():
+        latest = PolicyVersion.objects.select_for_update().filter(policy=policy).first()
+        if latest is not None and latest.state in (*EDITABLE, VersionState.IN_REVIEW):
+            raise PolicyError(f"v{latest.number} is still open; finish it first.")
+        version = PolicyVersion.objects.create(
+            policy=policy,
+            number=(latest.number + 1) if latest else 1,
+            author=user,
+            body=copy.deepcopy(latest.body) if latest else empty_body(),
+            analysis=latest.analysis if latest else None,
+        )
+        audit.record(
+            actor=user,
+            action="policy.new_version",
+            obj=version,
+            details={"from": latest.number if latest else None},
+        )
+    return version
+
+
+def policy_retire(*, policy: Policy, user, comment: str) -> None:
+    _require(can_approve(user), "Only approvers retire policies.")
+    _require(bool(comment.strip()), "Say why the policy is retired.")
+    with transaction.atomic():
+        if not Policy.objects.filter(pk=policy.pk, retired_at=None).update(
+            retired_at=timezone.now()
+        ):
+            raise PolicyError("This policy is retired already.")
+        for version in policy.versions.filter(state=VersionState.APPROVED):
+            _transition(
+                version, [VersionState.APPROVED], VersionState.RETIRED, user, "retire", comment
+            )
+        audit.record(actor=user, action="policy.retire", obj=policy, details={"comment": comment})
+
+
+def record_export(*, version: PolicyVersion, user, kind: str) -> None:
+    if version.state != VersionState.APPROVED:
+        raise PolicyError("Only an approved version can be exported.")
+    audit.record(
+        actor=user,
+        action="policy.export",
+        obj=version,
+        details={"kind": kind, "digest": version.digest},
+    )
+
+
+def constrained_ready(version: PolicyVersion) -> bool:
+    rerun = version.constrained_analysis
+    return rerun is not None and rerun.status == JobStatus.DONE

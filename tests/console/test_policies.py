@@ -1,0 +1,447 @@
+"""Retention policies: the workflow, separation of duties, the audit chain, the checks
+and the exports."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import shlex
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, transaction
+from django.db.utils import DatabaseError
+from django.urls import reverse
+
+from console.models import Analysis, AuditEvent, JobStatus, PolicyVersion, VersionState
+from console.policies import audit
+from console.policies.body import digest, normalize
+from console.policies.checks import check_body
+from console.policies.models import AppendOnlyError
+from console.policies.services import (
+    ChecksFailed,
+    PolicyError,
+    policy_create,
+    policy_retire,
+    version_approve,
+    version_new,
+    version_request_changes,
+    version_submit,
+    version_update,
+)
+from console.policies.views import export_text
+from console.services import upload_create
+from tests.console.conftest import PASSWORD, _user, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GIB = 1 << 30
+
+
+@pytest.fixture
+def analysis(chat_log, analyst):
+    upload = upload_create(name="day", sources=[chat_log], user=analyst)
+
+    def done():
+        """the default analysis"""
+        return Analysis.objects.filter(upload=upload, status=JobStatus.DONE).first()
+
+    return wait_for(done)
+
+
+@pytest.fixture
+def approver2(db):
+    return _user("appr2", "approver")
+
+
+def complete(body: dict) -> dict:
+    """A body that passes every check (what a careful author fills in)."""
+    body = copy.deepcopy(body)
+    body.update(
+        routes=body["routes"] or ["llama-3.1-8b"],
+        lifetime_s=1800,
+        purge_deadline_s=3600,
+        scope="tenant",
+    )
+    body["end_of_life"] = [
+        {"event": "lifetime_expiry", "deadline_s": 60},
+        {"event": "tenant_offboarding", "deadline_s": 86400},
+    ]
+    body["tiers"]["cpu_ram"] = {"enabled": True, "size_gib": 8.0}
+    body["failure"] = {
+        "ram_full": "evict_lru",
+        "worker_exit": "blocks_lost_recompute",
+        "load_failure": "recompute",
+    }
+    body["access"] = {
+        "readers": "vllm-engine pods in namespace serving",
+        "classification": "confidential",
+        "justification": "Hot prompts.",
+    }
+    return body
+
+
+def _submitted(analysis, analyst):
+    version = policy_create(name="chat EU", user=analyst, analysis=analysis)
+    version = version_update(
+        version=version, body=complete(version.body), user=analyst, analysis=analysis
+    )
+    version_submit(version=version, user=analyst)
+    version.refresh_from_db()
+    return version
+
+
+def test_a_draft_is_prefilled_from_its_analysis(analysis, analyst):
+    version = policy_create(name="chat EU", user=analyst, analysis=analysis)
+    report = analysis.report
+    assert version.state == VersionState.DRAFT and version.number == 1
+    assert version.body["routes"] == [r["route"] for r in report["routes"]]
+    assert version.body["tiers"]["cpu_ram"]["size_gib"] == round(
+        report["recommendation"]["ram_bytes"] / GIB, 2
+    )
+    assert (
+        version.body["evidence"]["recommended_ram_bytes"] == report["recommendation"]["ram_bytes"]
+    )
+
+
+def test_the_policy_cost_reruns_the_analysis_with_its_lifetime_and_scope(analysis, analyst):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    body = complete(version.body)
+    body["lifetime_s"], body["scope"] = 120, "user"
+    version = version_update(version=version, body=body, user=analyst, analysis=analysis)
+    rerun = wait_for(lambda: Analysis.objects.filter(
+        pk=version.constrained_analysis_id, status=JobStatus.DONE).first())  # fmt: skip
+    assert rerun.params["lifetime"] == 120 and rerun.params["scope"] == "user"
+    assert rerun.report["recommendation"]["lifetime_s"] == 120
+    # a 2-minute lifetime and per-user sharing can only lower the ceiling
+    assert rerun.report["recommendation"]["ceiling"] <= analysis.report["recommendation"]["ceiling"]
+
+
+def test_full_workflow_with_sign_off_digest_and_supersession(analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    assert version.state == VersionState.IN_REVIEW
+    signoff = version_approve(
+        version=version, user=approver, password=PASSWORD, comment="Matches the DPA."
+    )
+    version.refresh_from_db()
+    assert version.state == VersionState.APPROVED
+    assert signoff.digest == version.digest == digest(version.body)
+    assert len(signoff.digest) == 64
+    # a new version supersedes the approved one only when it is approved in turn
+    v2 = version_new(policy=version.policy, user=analyst)
+    assert v2.number == 2 and v2.body == version.body
+    v2 = version_update(
+        version=v2, body=dict(v2.body, lifetime_s=900), user=analyst, analysis=analysis
+    )
+    version_submit(version=v2, user=analyst)
+    version_approve(version=v2, user=approver, password=PASSWORD, comment="Shorter.")
+    version.refresh_from_db()
+    assert version.state == VersionState.SUPERSEDED
+    assert PolicyVersion.objects.get(pk=v2.pk).digest != version.digest
+
+
+@pytest.mark.parametrize("who", ["author", "analyst_only", "wrong_password", "no_comment"])
+def test_approval_is_refused(analysis, analyst, approver, who):
+    version = _submitted(analysis, analyst)
+    if who == "author":  # an author who is also an approver still cannot approve
+        analyst.groups.add(approver.groups.get())
+        author = type(analyst).objects.get(pk=analyst.pk)  # fresh: permissions are cached
+        kwargs = {"user": author, "password": PASSWORD, "comment": "ok"}
+        message = "author of a version can never approve"
+    elif who == "analyst_only":
+        other = _user("ana2", "analyst")
+        kwargs = {"user": other, "password": PASSWORD, "comment": "ok"}
+        message = "Only approvers"
+    elif who == "wrong_password":
+        kwargs = {"user": approver, "password": "guess", "comment": "ok"}
+        message = "password is not correct"
+    else:
+        kwargs = {"user": approver, "password": PASSWORD, "comment": "  "}
+        message = "needs a comment"
+    with pytest.raises(PolicyError, match=message):
+        version_approve(version=version, **kwargs)
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW and version.digest == ""
+
+
+def test_double_approve_and_edit_after_approval_change_nothing(analysis, analyst, approver,
+                                                               approver2):  # fmt: skip
+    version = _submitted(analysis, analyst)
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    events = AuditEvent.objects.count()
+    with pytest.raises(PolicyError, match="approved now; nothing was changed"):
+        version_approve(version=version, user=approver2, password=PASSWORD, comment="again")
+    with pytest.raises(PolicyError, match="approved versions are immutable"):
+        version_update(version=version, body=version.body, user=analyst, analysis=analysis)
+    assert AuditEvent.objects.count() == events
+    assert version.signoff.approver_name == approver.username
+
+
+def test_changes_requested_goes_back_to_the_author(analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    with pytest.raises(PolicyError, match="Say what should change"):
+        version_request_changes(version=version, user=approver, comment="")
+    version_request_changes(version=version, user=approver, comment="Purge faster.")
+    version.refresh_from_db()
+    assert version.state == VersionState.CHANGES_REQUESTED
+    body = dict(version.body, purge_deadline_s=600)
+    version = version_update(version=version, body=body, user=analyst, analysis=analysis)
+    version_submit(version=version, user=analyst)
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    assert [r.action for r in version.reviews.all()] == ["submit", "request_changes", "submit"]
+
+
+def test_submission_runs_the_checks(analysis, analyst):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    with pytest.raises(ChecksFailed) as failed:
+        version_submit(version=version, user=analyst)
+    fields = {f.field for f in failed.value.findings if f.level == "error"}
+    assert {"failure", "access", "purge_deadline_s"} <= fields
+    version.refresh_from_db()
+    assert version.state == VersionState.DRAFT
+
+
+def test_retire(analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    policy_retire(policy=version.policy, user=approver, comment="Route decommissioned.")
+    version.refresh_from_db()
+    assert version.state == VersionState.RETIRED
+    with pytest.raises(PolicyError, match="retired"):
+        version_new(policy=version.policy, user=analyst)
+
+
+# --- consistency checks ------------------------------------------------------------------
+def _report(host_available_gib=None, windows=(300, 3600)):
+    host = None
+    if host_available_gib is not None:
+        host = {"available_bytes": host_available_gib * GIB}
+    return {"recommendation": {"host": host}, "windows": [{"window_s": w} for w in windows]}
+
+
+def _messages(findings, level):
+    return " | ".join(f.message for f in findings if f.level == level)
+
+
+def test_check_disabled_tier_with_a_size():
+    from console.policies.body import empty_body
+
+    body = complete(normalize(empty_body()))
+    body["tiers"]["no_persistent_storage"] = False
+    body["tiers"]["local_disk"] = {"enabled": False, "size_gib": 100, "path": ""}
+    assert "local disk tier is disabled but sized (100 GiB)" in _messages(
+        check_body(body, _report()), "error")  # fmt: skip
+
+
+def test_check_no_persistent_storage_forces_disk_and_remote_off():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 100, "path": "/nvme"}
+    body["tiers"]["no_persistent_storage"] = True
+    body = normalize(body)
+    assert body["tiers"]["local_disk"] == {"enabled": False, "size_gib": None, "path": "/nvme"}
+    assert body["disk_contract"] is None
+    assert _messages(check_body(body, _report()), "error") == ""
+
+
+def test_check_ram_above_host_budget_and_lifetime_beyond_the_windows():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["tiers"]["cpu_ram"]["size_gib"] = 64
+    body["lifetime_s"] = 7200
+    findings = check_body(body, _report(host_available_gib=48, windows=(300, 3600)))
+    assert "CPU RAM 64 GiB is above the host budget" in _messages(findings, "error")
+    assert "48.0 GiB after reserves" in _messages(findings, "error")
+    assert "lifetime (7200 s) is longer than the longest window" in _messages(findings, "warning")
+
+
+def test_check_global_scope_on_several_tenants_and_missing_deadlines():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["scope"] = "global"
+    body["end_of_life"].append({"event": "data_subject_deletion", "deadline_s": None})
+    findings = check_body(body, _report(), tenants_in_traffic=3)
+    assert "traffic from 3 tenants" in _messages(findings, "warning")
+    assert "“Data-subject deletion request” has no purge deadline" in _messages(findings, "error")
+
+
+def test_check_disk_contract_required_with_a_disk_tier():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["tiers"]["no_persistent_storage"] = False
+    body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+    body = normalize(body)
+    errors = _messages(check_body(body, _report()), "error")
+    assert "must say who deletes the files" in errors
+    assert "when a block counts as cold" in errors
+
+
+# --- audit ---------------------------------------------------------------------------------
+def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    actions = list(AuditEvent.objects.values_list("action", flat=True))
+    assert actions[:2] == ["policy.create", "policy.edit"]
+    assert actions[-2:] == ["policy.submit", "policy.approve"]
+    events = list(AuditEvent.objects.order_by("pk"))
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
+    result = audit.verify()
+    assert result.ok and result.events == len(events)
+    call_command("verify_audit")
+
+
+def test_a_tampered_row_is_detected(analysis, analyst):
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    policy_create(name="p2", user=analyst, analysis=analysis)
+    events = list(AuditEvent.objects.order_by("pk"))
+    with pytest.raises(AppendOnlyError):
+        events[0].save()
+    with pytest.raises(AppendOnlyError):
+        events[0].delete()
+    # someone with raw database access edits the details (triggers off, as an owner could)
+    _raw_tamper(events[0].pk)
+    result = audit.verify()
+    assert not result.ok and result.broken_at == events[0].pk
+    assert "content does not match its hash" in result.reason
+    with pytest.raises(CommandError, match=f"broken at event {events[0].pk}"):
+        call_command("verify_audit")
+
+
+def _raw_tamper(pk: int) -> None:
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER kvscope_audit_append_only")
+            cursor.execute(f"UPDATE {table} SET details = %s WHERE id = %s",
+                           [json.dumps({"policy": "forged"}), pk])  # fmt: skip
+            cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER kvscope_audit_append_only")
+        else:
+            cursor.execute("DROP TRIGGER kvscope_audit_no_update")
+            cursor.execute(f"UPDATE {table} SET details = %s WHERE id = %s",
+                           [json.dumps({"policy": "forged"}), pk])  # fmt: skip
+            cursor.execute(
+                "CREATE TRIGGER kvscope_audit_no_update BEFORE UPDATE ON console_auditevent "
+                "BEGIN SELECT RAISE(ABORT, 'audit events are append-only (UPDATE refused)'); END"
+            )
+
+
+def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    event = AuditEvent.objects.get()
+    table = AuditEvent._meta.db_table
+    statements = [f"UPDATE {table} SET action = 'x' WHERE id = %s"]
+    if connection.vendor == "postgresql":  # the app's database user cannot delete either
+        statements.append(f"DELETE FROM {table} WHERE id = %s")
+    for sql in statements:
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql, [event.pk])
+    assert AuditEvent.objects.get().action == "policy.create"
+
+
+# --- exports -------------------------------------------------------------------------------
+def _approved(analysis, analyst, approver, mutate=None):
+    version = policy_create(name="exported", user=analyst, analysis=analysis)
+    body = complete(version.body)
+    if mutate:
+        mutate(body)
+    version = version_update(version=version, body=body, user=analyst, analysis=analysis)
+    version_submit(version=version, user=analyst)
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    version.refresh_from_db()
+    return version
+
+
+def test_lmcache_yaml_export(analysis, analyst, approver):
+    def tp4_disk(body):
+        body["evidence"] = {}
+        body["tiers"]["no_persistent_storage"] = False
+        body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+        body["disk_contract"] = {"allowed_data": "prefixes >= 4k tokens", "cold_after_s": 600,
+                                 "request_may_wait": False, "deleted_by": "the engine",
+                                 "delete_when": "at lifetime end", "on_disk_full": "evict",
+                                 "on_restart": "wipe"}  # fmt: skip
+
+    version = _approved(analysis, analyst, approver, tp4_disk)
+    text = export_text(version, "lmcache")
+    assert f"policy sha256: {version.digest}" in text
+    config = yaml.safe_load(text)
+    assert config["chunk_size"] == analysis.block_tokens == 256
+    assert config["local_cpu"] is True
+    tp = analysis.params["tp"]
+    assert config["max_local_cpu_size"] == round(8.0 / tp, 2)  # GB per TP worker
+    assert config["local_disk"] == "file:///nvme/kv"
+    assert config["max_local_disk_size"] == round(200 / tp, 2)
+    assert config["remote_url"] is None
+
+
+def test_vllm_flags_export(analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    lines = [line for line in export_text(version, "vllm").splitlines()
+             if not line.startswith("#")]  # fmt: skip
+    assert version.digest in export_text(version, "vllm")
+    native = shlex.split(lines[0])
+    # the first route the policy governs is the model served
+    assert native[:3] == ["vllm", "serve", version.body["routes"][0]]
+    size = native[native.index("--kv-offloading-size") + 1]
+    assert float(size) == 8.0  # GiB, the total across TP ranks
+    assert native[native.index("--kv-offloading-backend") + 1] == "native"
+    assert "--prefix-caching-hash-algo" in native  # scope tenant: a cryptographic hash
+    lmcache = shlex.split(lines[1])
+    assert lmcache[0] == "LMCACHE_CONFIG_FILE=lmcache.yaml"
+    connector = json.loads(lmcache[lmcache.index("--kv-transfer-config") + 1])
+    assert connector == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+
+
+def test_helm_values_export(analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    values = yaml.safe_load(export_text(version, "helm"))
+    spec = values["servingEngineSpec"]["modelSpec"][0]
+    assert spec["modelURL"] == version.body["routes"][0]
+    assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "8"}
+    assert spec["vllmConfig"]["tensorParallelSize"] == analysis.params["tp"]
+
+
+def test_exports_need_an_approved_version_and_are_audited(client, analysis, analyst, approver):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    assert client.login(username=analyst.username, password=PASSWORD)
+    url = reverse("policy_export", args=[version.pk, "lmcache.yaml"])
+    assert client.get(url).status_code == 302  # a draft: refused, back to the page
+    approved = _approved(analysis, analyst, approver)
+    response = client.get(reverse("policy_export", args=[approved.pk, "lmcache.yaml"]))
+    assert response.status_code == 200
+    assert yaml.safe_load(response.content)["chunk_size"] == 256
+    event = AuditEvent.objects.latest("pk")
+    assert event.action == "policy.export" and event.details["kind"] == "lmcache.yaml"
+
+
+# --- pages ---------------------------------------------------------------------------------
+def test_pages_enforce_roles_on_direct_posts(client, analysis, analyst, approver, auditor):
+    version = _submitted(analysis, analyst)
+    assert client.login(username=auditor.username, password=PASSWORD)
+    assert client.get(reverse("policy_version", args=[version.pk])).status_code == 200
+    client.post(reverse("policy_approve", args=[version.pk]),
+                {"password": PASSWORD, "comment": "sneaky"})  # fmt: skip
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    assert client.get(reverse("policy_edit", args=[version.pk])).status_code == 403
+    client.logout()
+    assert client.login(username=approver.username, password=PASSWORD)
+    page = client.get(reverse("policy_version", args=[version.pk])).content.decode()
+    assert "Approve and sign off" in page
+    client.post(reverse("policy_approve", args=[version.pk]),
+                {"password": PASSWORD, "comment": "fine"})  # fmt: skip
+    version.refresh_from_db()
+    assert version.state == VersionState.APPROVED
+    signoff = client.get(reverse("policy_signoff", args=[version.pk])).content.decode()
+    assert version.digest in signoff and "fine" in signoff
