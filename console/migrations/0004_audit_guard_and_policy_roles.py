@@ -33,7 +33,7 @@ SQLITE_BACKWARD = "DROP TRIGGER IF EXISTS kvscope_audit_no_update;"
 def guard(apps, schema_editor):
     sql = {"postgresql": PG_FORWARD, "sqlite": SQLITE_FORWARD}.get(schema_editor.connection.vendor)
     if sql:
-        schema_editor.execute(sql)
+        schema_editor.execute(sql, params=None)  # no placeholders: % is plpgsql text
 
 
 def unguard(apps, schema_editor):
@@ -41,7 +41,7 @@ def unguard(apps, schema_editor):
         schema_editor.connection.vendor
     )
     if sql:
-        schema_editor.execute(sql)
+        schema_editor.execute(sql, params=None)  # no placeholders: % is plpgsql text
 
 
 def roles(apps, schema_editor):
