@@ -113,12 +113,28 @@ def _dispatch(task, job_id: int) -> None:
         def run() -> None:
             try:
                 task.apply(args=(job_id,))
+            except Exception as exc:
+                # never leave the job "queued" with nobody working on it
+                log.exception("background task %s(%s) failed", task.name, job_id)
+                _fail_any(job_id, task, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 connection.close()  # this thread's own database connection
 
         transaction.on_commit(lambda: threading.Thread(target=run, daemon=True).start())
     else:
         transaction.on_commit(lambda: task.delay(job_id))
+
+
+def _fail_any(job_id: int, task, message: str) -> None:
+    from console.tasks import ingest_upload_task
+
+    model = Upload if task is ingest_upload_task else Analysis
+    try:
+        model.objects.filter(pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]).update(
+            status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
+        )
+    except Exception:
+        log.exception("could not mark %s %s failed", model.__name__, job_id)
 
 
 def _enqueue_ingest(upload_id: int) -> None:
@@ -213,6 +229,7 @@ def upload_ingest(*, upload_id: int) -> None:
         _fail(Upload, upload_id, f"internal error: {type(exc).__name__}: {exc}")
         raise
     now = timezone.now()
+    delete_raw = upload.keep_raw_until is None
     with transaction.atomic():
         Analysis.objects.create(
             upload=upload,
@@ -238,9 +255,12 @@ def upload_ingest(*, upload_id: int) -> None:
             skipped_so_far=first.skipped_lines,
             errors=first.errors,
             notes=first.notes,
+            # cleared with the status, so no page ever shows "done" with the raw file kept
+            **({"raw_paths": []} if delete_raw else {}),
         )
-    if upload.keep_raw_until is None:
-        upload_delete_raw(upload_id=upload_id)
+    if delete_raw:
+        for path in upload.raw_paths:
+            Path(path).unlink(missing_ok=True)
 
 
 def upload_delete_raw(*, upload_id: int) -> None:
@@ -248,6 +268,16 @@ def upload_delete_raw(*, upload_id: int) -> None:
     for path in upload.raw_paths:
         Path(path).unlink(missing_ok=True)
     Upload.objects.filter(pk=upload_id).update(raw_paths=[])
+
+
+def purge_expired_raw() -> int:
+    """Delete raw files kept past their date; returns how many uploads were purged."""
+    expired = Upload.objects.filter(keep_raw_until__lt=timezone.localdate()).exclude(raw_paths=[])
+    count = 0
+    for upload in expired:
+        upload_delete_raw(upload_id=upload.pk)
+        count += 1
+    return count
 
 
 def default_block_size(upload: Upload) -> int:

@@ -78,6 +78,11 @@ try:
     }
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # the embedded default: wait for a lock instead of failing (web + background thread)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Uploaded logs and block-stream artifacts. Web and workers must share this folder.
@@ -145,6 +150,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# `celery -A console beat` runs this; without beat, cron the purge_expired_raw command.
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-raw-uploads": {"task": "kvscope.purge_expired_raw", "schedule": 6 * 3600.0},
+}
 
 # --- auth, i18n ------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -15,3 +15,10 @@ def run_analysis_task(analysis_id: int) -> None:
     from console.services import analysis_run
 
     analysis_run(analysis_id=analysis_id)
+
+
+@shared_task(name="kvscope.purge_expired_raw")
+def purge_expired_raw_task() -> int:
+    from console.services import purge_expired_raw
+
+    return purge_expired_raw()

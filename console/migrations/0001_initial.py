@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,63 +14,122 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Upload',
+            name="Upload",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('partial', 'Done, some lines skipped'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('stage', models.CharField(blank=True, max_length=20)),
-                ('progress_done', models.BigIntegerField(default=0)),
-                ('progress_total', models.BigIntegerField(default=0)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('message', models.TextField(blank=True)),
-                ('processed_by', models.CharField(blank=True, max_length=200)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('format', models.CharField(default='auto', max_length=10)),
-                ('block_sizes', models.JSONField(blank=True, default=list)),
-                ('previews', models.BooleanField(default=False)),
-                ('keep_raw_until', models.DateField(blank=True, null=True)),
-                ('raw_paths', models.JSONField(blank=True, default=list)),
-                ('raw_names', models.JSONField(blank=True, default=list)),
-                ('raw_size', models.BigIntegerField(default=0)),
-                ('requests_done', models.BigIntegerField(default=0)),
-                ('skipped_so_far', models.BigIntegerField(default=0)),
-                ('source_format', models.CharField(blank=True, max_length=10)),
-                ('streams', models.JSONField(blank=True, default=dict)),
-                ('requests', models.BigIntegerField(default=0)),
-                ('skipped_lines', models.BigIntegerField(default=0)),
-                ('errors', models.JSONField(blank=True, default=list)),
-                ('notes', models.JSONField(blank=True, default=list)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("partial", "Done, some lines skipped"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("stage", models.CharField(blank=True, max_length=20)),
+                ("progress_done", models.BigIntegerField(default=0)),
+                ("progress_total", models.BigIntegerField(default=0)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("message", models.TextField(blank=True)),
+                ("processed_by", models.CharField(blank=True, max_length=200)),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("format", models.CharField(default="auto", max_length=10)),
+                ("block_sizes", models.JSONField(blank=True, default=list)),
+                ("previews", models.BooleanField(default=False)),
+                ("keep_raw_until", models.DateField(blank=True, null=True)),
+                ("raw_paths", models.JSONField(blank=True, default=list)),
+                ("raw_names", models.JSONField(blank=True, default=list)),
+                ("raw_size", models.BigIntegerField(default=0)),
+                ("requests_done", models.BigIntegerField(default=0)),
+                ("skipped_so_far", models.BigIntegerField(default=0)),
+                ("source_format", models.CharField(blank=True, max_length=10)),
+                ("streams", models.JSONField(blank=True, default=dict)),
+                ("requests", models.BigIntegerField(default=0)),
+                ("skipped_lines", models.BigIntegerField(default=0)),
+                ("errors", models.JSONField(blank=True, default=list)),
+                ("notes", models.JSONField(blank=True, default=list)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-pk'],
-                'permissions': [('analyze_upload', 'Can upload logs and run analyses')],
+                "ordering": ["-created_at", "-pk"],
+                "permissions": [("analyze_upload", "Can upload logs and run analyses")],
             },
         ),
         migrations.CreateModel(
-            name='Analysis',
+            name="Analysis",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('partial', 'Done, some lines skipped'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('stage', models.CharField(blank=True, max_length=20)),
-                ('progress_done', models.BigIntegerField(default=0)),
-                ('progress_total', models.BigIntegerField(default=0)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('message', models.TextField(blank=True)),
-                ('processed_by', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('block_tokens', models.PositiveIntegerField()),
-                ('params', models.JSONField(default=dict)),
-                ('report', models.JSONField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('upload', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='analyses', to='console.upload')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("partial", "Done, some lines skipped"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("stage", models.CharField(blank=True, max_length=20)),
+                ("progress_done", models.BigIntegerField(default=0)),
+                ("progress_total", models.BigIntegerField(default=0)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("message", models.TextField(blank=True)),
+                ("processed_by", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("block_tokens", models.PositiveIntegerField()),
+                ("params", models.JSONField(default=dict)),
+                ("report", models.JSONField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "upload",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="analyses",
+                        to="console.upload",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'analyses',
-                'ordering': ['-created_at', '-pk'],
+                "verbose_name_plural": "analyses",
+                "ordering": ["-created_at", "-pk"],
             },
         ),
     ]

@@ -3,16 +3,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from console.models import Analysis, JobStatus, Upload
 from console.services import upload_create
 from tests.console.conftest import BROKER_MODE, wait_for
+
+
+def _in_a_month():
+    return timezone.localdate() + dt.timedelta(days=30)
+
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -72,7 +79,7 @@ def test_a_file_with_no_usable_line_fails_with_the_reason(tmp_path):
 
 
 def test_kept_raw_file_survives_the_ingest(chat_log):
-    upload = upload_create(name="kept", sources=[chat_log], keep_raw_until="2026-12-31")
+    upload = upload_create(name="kept", sources=[chat_log], keep_raw_until=_in_a_month())
     done = wait_for(_finished(upload.pk))
     assert done.status == JobStatus.DONE
     assert Path(done.raw_paths[0]).read_bytes() == chat_log.read_bytes()
@@ -85,3 +92,17 @@ def test_embedded_default_can_run_the_ingest_in_a_background_thread(chat_log, se
     assert done.status == JobStatus.DONE, done.message
     assert done.requests == 120
     assert Analysis.objects.get(upload=done).report["requests"] == 120
+
+
+def test_kept_raw_files_are_purged_after_their_date(chat_log):
+    from django.core.management import call_command
+
+    upload = upload_create(name="kept", sources=[chat_log], keep_raw_until=_in_a_month())
+    done = wait_for(_finished(upload.pk))
+    raw = Path(done.raw_paths[0])
+    call_command("purge_expired_raw")  # not expired yet: kept
+    assert raw.exists()
+    Upload.objects.filter(pk=upload.pk).update(keep_raw_until="2020-01-01")
+    call_command("purge_expired_raw")
+    assert not raw.exists()
+    assert Upload.objects.get(pk=upload.pk).raw_paths == []

@@ -1,0 +1,125 @@
+"""Fixtures for the browser tests (tests/console/test_browser.py imports them): Debian's
+Chromium driven by Playwright's sync API against pytest-django's live server.
+
+Playwright never downloads a browser here: it launches /usr/bin/chromium (`apt-get install
+chromium`, done by .ci/run). Every request the page makes is recorded; one to any host but
+the live server is aborted and fails the test, so the console must work with no internet.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # the tests run as root
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    # without these Chromium calls home (updates, field trials, sync) on its own
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1280, "height": 900}
+LOCAL_SCHEMES = {"data", "blob", "about"}
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One headless Chromium for the module's tests."""
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing: apt-get install chromium (as .ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # Playwright's sync API keeps an event loop in this thread; Django refuses ORM calls
+    # from a thread with a running loop unless told it is safe (it is: nothing is async).
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+    finally:
+        playwright.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@dataclass
+class BrowserSession:
+    """A page on the live server, with what it asked for and what went wrong."""
+
+    page: Page
+    base_url: str
+    requests: list[str] = field(default_factory=list)  # every URL requested, in order
+    foreign: list[str] = field(default_factory=list)  # requests to other hosts (aborted)
+    failed: list[str] = field(default_factory=list)  # HTTP >= 400 from the live server
+    errors: list[str] = field(default_factory=list)  # JS exceptions and console errors
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def requested(self, pattern: str) -> list[str]:
+        return [u for u in self.requests if re.search(pattern, u)]
+
+    def assert_clean(self) -> None:
+        assert not self.foreign, f"requests left the live server: {self.foreign}"
+        assert not self.failed, f"failed requests: {self.failed}"
+        assert not self.errors, f"errors in the page: {self.errors}"
+
+
+@pytest.fixture
+def browser_page(chromium, live_server, settings) -> Iterator[BrowserSession]:
+    """A fresh browser context (no cookies) on the live server, 1280 px wide."""
+    # plain storage: {% static %} gives unhashed names that the live server's static
+    # handler finds through the finders (plotly.min.js through console.staticfinders)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    base = live_server.url
+    own = urlsplit(base).netloc
+    context = chromium.new_context(base_url=base, viewport=VIEWPORT, accept_downloads=True)
+    context.set_default_timeout(15_000)
+    session = BrowserSession(page=context.new_page(), base_url=base)
+
+    def route(route: Route, request: Request) -> None:
+        parts = urlsplit(request.url)
+        if parts.scheme in LOCAL_SCHEMES or parts.netloc == own:
+            route.continue_()
+        else:
+            session.foreign.append(request.url)
+            route.abort("blockedbyclient")
+
+    def on_response(response) -> None:
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            session.failed.append(f"{response.status} {response.url}")
+
+    def on_console(message) -> None:
+        if message.type == "error" and "favicon.ico" not in message.text:
+            session.errors.append(f"console: {message.text}")
+
+    context.route("**/*", route)
+    context.on("request", lambda request: session.requests.append(request.url))
+    context.on("response", on_response)
+    session.page.on("console", on_console)
+    session.page.on("pageerror", lambda exc: session.errors.append(f"exception: {exc}"))
+    try:
+        yield session
+    finally:
+        context.close()

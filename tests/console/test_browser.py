@@ -1,0 +1,253 @@
+"""The console in a real browser: headless Chromium (Debian's) driven by Playwright, against
+the live server. With no broker the tasks run inside the request (the pages are done when
+they first show); in the second CI run a real Celery worker runs them while the pages poll.
+
+One flow, as an analyst would click it: sign in, upload a log, wait for the ingest, read
+the analysis and its charts, re-analyze with another scope, compare both, download the
+JSON report and check it against the engine run directly on the same log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, expect
+
+from analysis import IngestOptions, analyze, ingest
+from bench.generate import chat_requests, write_jsonl
+from console import charts
+from console.engine import analysis_params
+from console.models import Analysis, Upload
+from console.templatetags.kvscope import bytes_h
+from tests.console import browser_fixtures
+from tests.console.browser_fixtures import BrowserSession
+from tests.console.conftest import PASSWORD, _user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+# the browser fixtures, visible to this module's tests
+chromium = browser_fixtures.chromium
+browser_page = browser_fixtures.browser_page
+
+JOB_TIMEOUT_MS = 120_000  # an ingest or analysis on the real worker (as wait_for in conftest)
+SCREENSHOTS = Path("/tmp")
+DRAWN = """() => {
+  const els = [...document.querySelectorAll('[data-figure]')];
+  return els.length > 0
+    && els.every((el) => el.dataset.drawn === '1' || el.dataset.drawn === 'error');
+}"""
+CHART_FACTS = """() => [...document.querySelectorAll('[data-figure]')].map((el) => {
+  const box = el.getBoundingClientRect();
+  const style = getComputedStyle(el);
+  const svg = el.querySelector('svg.main-svg');
+  return {
+    id: el.id,
+    drawn: el.dataset.drawn,
+    text: el.dataset.drawn === '1' ? '' : el.textContent,
+    plot: el.classList.contains('js-plotly-plot') || !!el.querySelector('.js-plotly-plot'),
+    svg: el.querySelectorAll('svg.main-svg').length,
+    uids: (el.data || []).map((t) => t.uid || t.name || ''),
+    left: box.left, right: box.right, width: box.width, height: box.height,
+    // the drawn plot must stay inside the element's content box (the card's border)
+    plotRight: svg ? svg.getBoundingClientRect().right : null,
+    contentRight: box.right - parseFloat(style.borderRightWidth) - parseFloat(style.paddingRight),
+  };
+})"""
+
+
+def _wait_for_charts(page: Page) -> list[dict]:
+    """Every [data-figure] drawn by plotly (charts.js sets data-drawn); returns their facts."""
+    page.wait_for_function(DRAWN, timeout=30_000)
+    facts = page.evaluate(CHART_FACTS)
+    width = page.viewport_size["width"]
+    for chart in facts:
+        assert chart["drawn"] == "1", f"{chart['id']} not drawn: {chart['text']}"
+        assert chart["plot"] and chart["svg"] >= 1, chart
+        assert chart["uids"], f"{chart['id']} has no trace"
+        assert chart["width"] > 200 and chart["height"] > 200, chart
+        assert chart["left"] >= 0 and chart["right"] <= width, f"{chart['id']} overflows"
+        assert chart["plotRight"] <= chart["contentRight"] + 0.5, (
+            f"{chart['id']} overflows its card"
+        )
+    return facts
+
+
+def _wait_until_done(page: Page, badge_selector: str, session: BrowserSession, status_url: str):
+    """The page of a job: done already (eager), or a progress panel that polls the status
+    URL and reloads the page when the job is finished (real worker)."""
+    badge = page.locator(badge_selector)
+    # one look at the first rendering (the panel may reload the page at any moment)
+    try:
+        first = page.evaluate(
+            "(sel) => [document.querySelector(sel).textContent.trim(),"
+            " !!document.querySelector('[data-progress]')]",
+            badge_selector,
+        )
+    except PlaywrightError as exc:  # reloading already: only the progress panel does that
+        assert "context was destroyed" in str(exc), exc
+        first = ["(reloading)", True]
+    assert first[1] == (first[0] != "Done"), f"progress panel and status disagree: {first}"
+    if first[0] != "Done":
+        expect(badge).to_have_text("Done", timeout=JOB_TIMEOUT_MS)
+        assert session.requested(re.escape(status_url)), "the progress panel never polled"
+    expect(badge).to_have_text("Done")
+    expect(page.locator("[data-progress]")).to_have_count(0)
+
+
+def _sign_in(page: Page, username: str) -> None:
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/$"))
+    page.locator("#id_username").fill(username)
+    page.locator("#id_password").fill("not the password")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("form .error")).to_be_visible()  # a wrong password is refused
+    page.locator("#id_password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("header .who")).to_have_text(username)
+    expect(page.get_by_role("heading", name="Uploads", exact=True)).to_be_visible()
+
+
+@pytest.fixture
+def chat_logs(tmp_path) -> tuple[Path, Path]:
+    """A generated chat log, plain and gzipped (the same lines)."""
+    plain = tmp_path / "browser-chat.jsonl"
+    write_jsonl(chat_requests(150, seed=11, documents=8, doc_words=(300, 700)), plain)
+    packed = tmp_path / "browser-chat.jsonl.gz"
+    with open(plain, "rb") as src, gzip.GzipFile(packed, "wb", mtime=0) as dst:
+        shutil.copyfileobj(src, dst)
+    return plain, packed
+
+
+def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs, settings):
+    # Not the background thread of `make run`: on the in-memory (shared-cache) SQLite test
+    # database its writes and the live server's reads collide ("database table is locked").
+    # The pages' polling is exercised by the second CI run, with the real worker.
+    settings.KVSCOPE_EAGER_IN_THREAD = False
+    session = browser_page
+    page = session.page
+    plain_log, gz_log = chat_logs
+    _user("ana", "analyst")
+
+    # --- sign in through the form -----------------------------------------------------
+    _sign_in(page, "ana")
+
+    # --- upload the gzipped log with two block sizes ------------------------------------
+    page.get_by_role("link", name="New upload").click()
+    expect(page.get_by_role("heading", name="Upload request logs")).to_be_visible()
+    page.locator("#id_name").fill("browser day")
+    page.locator("#id_files").set_input_files(gz_log)
+    page.locator("input[name=block_sizes][value='64']").check()
+    expect(page.locator("input[name=block_sizes][value='256']")).to_be_checked()  # initial
+    page.screenshot(path=SCREENSHOTS / "kvscope-upload.png", full_page=True)
+    page.get_by_role("button", name="Upload and analyze").click()
+
+    expect(page).to_have_url(re.compile(r"/uploads/\d+/$"))
+    upload_pk = int(re.search(r"/uploads/(\d+)/$", page.url).group(1))
+    expect(page.get_by_role("heading", name="browser day")).to_be_visible()
+    _wait_until_done(page, "[data-upload-status]", session, f"/uploads/{upload_pk}/status.json")
+    upload = Upload.objects.get(pk=upload_pk)
+    assert upload.requests == 150 and upload.skipped_lines == 0
+    assert upload.raw_names == [gz_log.name]
+    facts = dict(
+        zip(
+            page.locator("dl.facts dt").all_text_contents(),
+            page.locator("dl.facts dd").all_text_contents(),
+            strict=True,
+        )
+    )
+    assert facts["Requests"] == "150"
+    assert facts["Block sizes"] == "64, 256"
+    assert facts["Raw file"] == "deleted after ingest"
+
+    # --- the default analysis: numbers and charts ---------------------------------------
+    first = Analysis.objects.get(upload=upload)
+    assert first.block_tokens == 64  # the smallest chosen size
+    page.get_by_role("link", name=re.compile(rf"^#{first.pk} ")).click()
+    expect(page).to_have_url(re.compile(rf"/analyses/{first.pk}/$"))
+    report = first.report
+    charts_drawn = _wait_for_charts(page)
+    assert [c["id"] for c in charts_drawn] == [f"chart-{n}" for n in charts.report_figures(report)]
+    rec = report["recommendation"]
+    expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
+        f"{rec['ram_bytes'] / 2**30:,.2f} GiB"
+    )
+    expect(page.locator("[data-metric=per_rank_bytes]")).to_have_text(
+        f"{rec['per_rank_bytes'] / 2**30:,.2f} GiB"
+    )
+    expect(page.locator("[data-metric=infinite_hit_ratio]")).to_have_text(
+        f"{report['infinite_hit_ratio'] * 100:.1f} %"
+    )
+    expect(page.locator("[data-metric=requests]")).to_have_text("150")
+    page.screenshot(path=SCREENSHOTS / "kvscope-analysis.png", full_page=True)
+
+    # --- re-analyze: tenant scope on the 256-token stream -----------------------------
+    page.locator("details.panel summary", has_text="Re-analyze with other parameters").click()
+    page.locator("#id_block_tokens").select_option("256")
+    page.locator("#id_scope").select_option("tenant")
+    page.get_by_role("button", name="Run analysis").click()
+    expect(page).to_have_url(re.compile(r"/analyses/\d+/$"))
+    second_pk = int(re.search(r"/analyses/(\d+)/$", page.url).group(1))
+    assert second_pk != first.pk
+    _wait_until_done(page, ".page-head .badge", session, f"/analyses/{second_pk}/status.json")
+    second = Analysis.objects.get(pk=second_pk)
+    assert second.status == "done", second.message
+    assert (second.block_tokens, second.params["scope"]) == (256, "tenant")
+    assert second.report["scope"] == "tenant"
+    expect(page.locator("h1 small")).to_contain_text("tenant · B=256")
+    expect(page.locator("p.small", has_text="scope tenant")).to_be_visible()
+    _wait_for_charts(page)
+    expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
+        f"{second.report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
+    )
+
+    # --- compare both from the upload page -------------------------------------------
+    page.locator(".crumbs").get_by_role("link", name="browser day").click()
+    expect(page).to_have_url(re.compile(rf"/uploads/{upload_pk}/$"))
+    page.locator(f"input[name=a][value='{first.pk}']").check()
+    page.locator(f"input[name=a][value='{second.pk}']").check()
+    page.get_by_role("button", name="Compare selected").click()
+    expect(page.get_by_role("heading", name="Compare analyses")).to_be_visible()
+    table = page.locator("#compare-table")
+    shown = [int(t[1:]) for t in table.locator("thead a").all_inner_texts()]
+    assert sorted(shown) == sorted([first.pk, second.pk])
+    reports = {a.pk: a.report for a in (first, second)}
+    ram_row = table.locator("tbody tr", has=page.locator("th", has_text="Recommended RAM (with"))
+    cells = ram_row.locator("td").all_inner_texts()
+    ram = [reports[pk]["recommendation"]["ram_bytes"] for pk in shown]
+    delta = ram[1] - ram[0]
+    sign = "+" if delta > 0 else ("−" if delta < 0 else "±")
+    assert cells == [bytes_h(ram[0]), bytes_h(ram[1]), f"{sign}{bytes_h(abs(delta))}"]
+    compare_charts = _wait_for_charts(page)
+    assert [c["id"] for c in compare_charts] == ["chart-compare"]
+    curves = [u for u in compare_charts[0]["uids"] if u.startswith("curve-")]
+    assert curves == ["curve-0", "curve-1"]
+    page.screenshot(path=SCREENSHOTS / "kvscope-compare.png", full_page=True)
+
+    # --- download the JSON report and check it against the engine -----------------------
+    page.goto(f"/analyses/{second.pk}/")
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Report (JSON)").click()
+    download = download_info.value
+    assert download.suggested_filename == f"kvscope-analysis-{second.pk}.json"
+    downloaded = json.loads(Path(download.path()).read_text())
+    assert downloaded == second.report
+
+    # the same lines, ungzipped, straight through the engine with only that block size
+    stream = ingest(
+        [plain_log],
+        IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY, block_tokens=second.block_tokens),
+    )
+    expected = analyze(stream, analysis_params(**second.params)).to_dict()
+    assert downloaded["recommendation"]["ram_bytes"] == expected["recommendation"]["ram_bytes"]
+    assert downloaded["infinite_hit_ratio"] == expected["infinite_hit_ratio"]
+    assert downloaded["prompt_tokens"] == expected["prompt_tokens"]
+    assert downloaded["requests"] == 150
+
+    # --- nothing left the live server, nothing failed ---------------------------------
+    assert session.requested(r"/static/vendor/plotly/plotly\.min\.js$")
+    session.assert_clean()
