@@ -44,6 +44,9 @@ urlpatterns = [
         name="policy_new_version",
     ),
     path(
+        "policies/versions/<int:pk>/delete/", policy_views.version_delete_view, name="policy_delete"
+    ),
+    path(
         "policies/versions/<int:pk>/retire/", policy_views.policy_retire_view, name="policy_retire"
     ),
     path("policies/versions/<int:pk>/sign-off/", policy_views.signoff_page, name="policy_signoff"),

@@ -258,6 +258,27 @@ def version_new(*, policy: Policy, user) -> PolicyVersion:
     return version
 
 
+def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
+    """Delete a draft that was never submitted (and its policy, if nothing else is left).
+    Returns the policy when it still exists. The deletion is an audit event."""
+    _require(can_author(user), "Only analysts delete drafts.")
+    with transaction.atomic():
+        locked = PolicyVersion.objects.select_for_update().filter(pk=version.pk).first()
+        if locked is None or locked.state != VersionState.DRAFT or locked.reviews.exists():
+            raise PolicyError("Only a draft that was never submitted can be deleted.")
+        policy = locked.policy
+        audit.record(actor=user, action="policy.delete_draft", obj=locked,
+                     details={"policy": policy.name, "number": locked.number,
+                              "digest": digest(locked.body)})  # fmt: skip
+        locked.delete()
+        if not policy.versions.exists():
+            audit.record(actor=user, action="policy.delete", obj=policy,
+                         details={"policy": policy.name})  # fmt: skip
+            policy.delete()
+            return None
+    return policy
+
+
 def policy_retire(*, policy: Policy, user, comment: str) -> None:
     _require(can_approve(user), "Only approvers retire policies.")
     _require(bool(comment.strip()), "Say why the policy is retired.")

@@ -21,6 +21,7 @@ from console.policies.services import (
     policy_retire,
     record_export,
     version_approve,
+    version_delete_draft,
     version_new,
     version_request_changes,
     version_submit,
@@ -87,6 +88,9 @@ def version_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "reviews": version.reviews.select_related("actor"),
         "can_edit": can_author(user) and version.editable,
         "can_submit": can_author(user) and version.editable,
+        "can_delete": can_author(user)
+        and version.state == VersionState.DRAFT
+        and not version.reviews.exists(),
         "can_review": can_approve(user) and version.state == VersionState.IN_REVIEW,
         "is_author": version.author_id == user.pk,
         "can_new_version": can_author(user)
@@ -191,6 +195,21 @@ def version_new_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("policy_version", pk=pk)
     return redirect("policy_edit", pk=new.pk)
+
+
+@require_POST
+@reader_required
+def version_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    version = _version(pk)
+    try:
+        policy = version_delete_draft(version=version, user=request.user)
+    except PolicyError as exc:
+        messages.error(request, str(exc))
+        return redirect("policy_version", pk=pk)
+    messages.success(request, f"Draft v{version.number} deleted.")
+    if policy is not None:
+        return redirect("policy_version", pk=policy.versions.first().pk)
+    return redirect("policy_list")
 
 
 @require_POST

@@ -445,3 +445,19 @@ def test_pages_enforce_roles_on_direct_posts(client, analysis, analyst, approver
     assert version.state == VersionState.APPROVED
     signoff = client.get(reverse("policy_signoff", args=[version.pk])).content.decode()
     assert version.digest in signoff and "fine" in signoff
+
+
+def test_deleting_a_draft_is_audited_and_only_for_unsubmitted_drafts(analysis, analyst):
+    from console.policies.services import version_delete_draft
+
+    version = policy_create(name="short-lived", user=analyst, analysis=analysis)
+    body_digest = digest(version.body)
+    assert version_delete_draft(version=version, user=analyst) is None
+    assert not PolicyVersion.objects.filter(pk=version.pk).exists()
+    actions = list(AuditEvent.objects.order_by("pk").values_list("action", flat=True))
+    assert actions[-2:] == ["policy.delete_draft", "policy.delete"]
+    deletion = AuditEvent.objects.get(action="policy.delete_draft")
+    assert deletion.details["digest"] == body_digest and audit.verify().ok
+    submitted = _submitted(analysis, analyst)
+    with pytest.raises(PolicyError, match="never submitted"):
+        version_delete_draft(version=submitted, user=analyst)
