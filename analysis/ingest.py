@@ -81,10 +81,66 @@ class _Codes:
         return found
 
 
+class PrefixChain:
+    """Chained block keys of one block size, computed message by message and memoised by
+    the sequence of segments so far: a system prompt + document prefix sent by 10,000
+    requests is hashed once, not 10,000 times. Gives exactly the keys of hashing each
+    whole prompt (each message's tokens depend only on its segment).
+
+    Memory is bounded: past `max_states` remembered prefixes the memo starts over.
+    """
+
+    _ROOT = 0
+
+    def __init__(self, hasher: KeyedHasher, block_tokens: int, max_states: int = 200_000):
+        self.block_tokens = block_tokens
+        self._hasher = hasher
+        self._max_states = max_states
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids: dict[tuple[int, int], int] = {}
+        # state id -> (keys this message completed, tokens left over after the last full
+        # block, the last key's digest: the chain continues from it)
+        self._states: list[tuple[np.ndarray, np.ndarray, bytes]] = [
+            (np.zeros(0, np.uint64), np.zeros(0, np.uint32), b"")
+        ]
+
+    def keys(self, segments: list[int], pieces: list[tuple[np.ndarray, ...]]) -> np.ndarray:
+        if len(self._states) > self._max_states:
+            self._reset()
+        state = self._ROOT
+        found: list[np.ndarray] = []
+        for seg, piece in zip(segments, pieces, strict=True):
+            following = self._ids.get((state, seg))
+            if following is None:
+                following = self._extend(state, seg, piece)
+            state = following
+            new_keys = self._states[state][0]
+            if new_keys.size:
+                found.append(new_keys)
+        if not found:
+            return np.zeros(0, np.uint64)
+        return found[0] if len(found) == 1 else np.concatenate(found)
+
+    def _extend(self, state: int, seg: int, piece: tuple[np.ndarray, ...]) -> int:
+        _, leftover, last = self._states[state]
+        tokens = np.concatenate((leftover, *piece))
+        keys = self._hasher.block_keys(tokens, self.block_tokens, salt=last)
+        full = keys.size * self.block_tokens
+        if keys.size:
+            last = int(keys[-1]).to_bytes(8, "little")
+        new = len(self._states)
+        self._states.append((keys, tokens[full:].copy(), last))
+        self._ids[(state, seg)] = new
+        return new
+
+
 class _BlockColumns:
     """Block references of one block size, request by request."""
 
-    def __init__(self) -> None:
+    def __init__(self, chain: PrefixChain | None = None) -> None:
+        self.chain = chain
         self.nblocks = array("q")
         self.keys: list[np.ndarray] = []
         self.tokens: list[np.ndarray] = []
@@ -124,7 +180,7 @@ class StreamBuilder:
         self._output = array("q")
         self._line = array("q")
         self._file = array("h")
-        self._blocks = {b: _BlockColumns() for b in block_sizes}
+        self._blocks = {b: _BlockColumns(PrefixChain(self._hasher, b)) for b in block_sizes}
         self._segments: dict[int, int] = {}  # segment id -> index in the table
         self._seg_id = array("Q")
         self._seg_role = array("b")
@@ -167,23 +223,24 @@ class StreamBuilder:
         assert tokenizer is not None
         index = self._add_request(request, file_index)
         pieces: list[np.ndarray] = []
+        segments: list[int] = []
         offset = 0
         for message in request.messages:
             digest = self._hasher.text_digest(message.text)
             text_tokens = tokenizer.text(digest, message.text)
             header = tokenizer.role_header(message.role)
             seg = self._segment(message.role, digest, text_tokens.size, message)
+            segments.append(seg)
             self._occ_req.append(index)
             self._occ_seg.append(seg)
             self._occ_offset.append(offset + header.size)
-            pieces += (header, text_tokens, tokenizer.newline)
+            pieces.append((header, text_tokens, tokenizer.newline))
             offset += header.size + text_tokens.size + tokenizer.newline.size
         self._prompt.append(offset)
         self.tokens_total += offset
-        prompt = np.concatenate(pieces)
-        for size, columns in self._blocks.items():
-            keys = self._hasher.block_keys(prompt, size)
-            columns.add(keys, np.full(keys.size, size, dtype=np.int32))
+        for columns in self._blocks.values():
+            keys = columns.chain.keys(segments, pieces)
+            columns.add(keys, np.full(keys.size, columns.chain.block_tokens, dtype=np.int32))
 
     def _segment(self, role: str, digest: bytes, tokens: int, message) -> int:
         seg_id = self._hasher.segment_id(role, digest)

@@ -106,7 +106,7 @@ def mooncake_requests(
         return ids
 
     system = [fresh(rng.randint(2, 6)) for _ in range(prefixes)]
-    docs = [fresh(rng.randint(4, 24)) for _ in range(documents)]
+    docs = [fresh(rng.randint(3, 18)) for _ in range(documents)]
     weights = [1 / (rank + 1) ** 1.05 for rank in range(documents)]
     t = 0.0
     for _ in range(requests):

@@ -1,0 +1,191 @@
+"""kvscope benchmarks: python -m bench {mrc,trace,chat} [options]
+
+Each benchmark generates its input deterministically, runs the real code paths, and prints
+wall time, throughput and peak RSS. Whole-process figures come from os.wait4 on a child
+process, so they include interpreter start-up and imports, as a user would see them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = [sys.executable, str(ROOT / "manage.py")]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_process(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MB, exit code) of a whole child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0 and proc.stderr is not None:
+        sys.stderr.write(proc.stderr.read().decode()[-2000:])
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def machine() -> str:
+    return f"{platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+
+
+# --- exact miss-ratio curve ----------------------------------------------------------------
+def bench_mrc(args) -> None:
+    from analysis.mrc import hit_tokens_by_capacity, stack_distances
+    from analysis.reuse import dense_ids, prev_next
+
+    rng = np.random.default_rng(args.seed)
+    # Zipf-popular keys over ~args.keys distinct ids, plus a share of one-offs
+    ids = rng.zipf(1.05, args.refs) % args.keys
+    tokens = np.full(args.refs, 256, dtype=np.int64)
+    stack_distances(np.array([-1, 0], dtype=np.int64))  # numba compile, not timed
+    prev_next(np.array([0, 0], dtype=np.int64), 1)
+    start = time.perf_counter()
+    dense, distinct = dense_ids(ids)
+    prev, _ = prev_next(dense, distinct)
+    dist = stack_distances(prev)
+    curve = hit_tokens_by_capacity(dist, tokens)
+    engine = time.perf_counter() - start
+    print(f"mrc: {args.refs:,} references, {distinct:,} distinct keys")
+    print(
+        f"  engine time {engine:.2f} s ({args.refs / engine / 1e6:.1f} M refs/s), "
+        f"peak RSS {peak_rss_mb():.0f} MB, ceiling {curve[-1] / tokens.sum():.4f}"
+    )
+
+
+# --- pre-hashed traces vs kvcache-simulator ------------------------------------------------
+def bench_trace(args) -> None:
+    from bench.generate import mooncake_requests, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    trace = work / f"trace-{args.requests}.jsonl"
+    if not trace.exists():
+        write_jsonl(mooncake_requests(args.requests), trace)
+    refs = sum(len(orjson.loads(line)["hash_ids"]) for line in trace.open("rb"))
+    print(
+        f"trace: {args.requests:,} requests, {refs:,} block references, "
+        f"{trace.stat().st_size / 1e6:.0f} MB ({trace})"
+    )
+    ours = [*MANAGE, "analyze", str(trace), "--json", str(work / "report.json")]
+    run_process(ours)  # warm: numba's cache, page cache
+    wall, rss, code = run_process(ours)
+    print(
+        f"  kvscope analyze (every window, exact curve, working sets): {wall:.2f} s, "
+        f"peak RSS {rss:.0f} MB, exit {code}"
+    )
+    if args.kvsim:
+        sim = [
+            args.kvsim,
+            "run",
+            "--trace",
+            str(trace),
+            "--model",
+            args.kvsim_model,
+            "--block-size",
+            "512",
+            "--budgets-gib",
+            "1,4,16,64,256",
+            "--policies",
+            "lru,optimal",
+            "--no-progress",
+            "--format",
+            "json",
+            "--output",
+            str(work / "kvsim.json"),
+        ]
+        run_process(sim)  # its one-time C++ compile
+        swall, srss, scode = run_process(sim)
+        print(
+            f"  kvcache-simulator run (5 budgets x lru,optimal): {swall:.2f} s, "
+            f"peak RSS {srss:.0f} MB, exit {scode}"
+        )
+        print(f"  speed-up {swall / wall:.2f}x, memory ratio {rss / srss:.2f}")
+    shared = ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+    if shared.exists():
+        cmd = [*MANAGE, "analyze", str(shared), "--json", str(work / "mooncake.json")]
+        wall, rss, code = run_process(cmd)
+        print(f"  shared Mooncake trace, whole process: {wall:.2f} s, peak RSS {rss:.0f} MB")
+
+
+# --- chat logs: ours vs the floor vs naive -------------------------------------------------
+def bench_chat(args) -> None:
+    from analysis.errors import ErrorLog
+    from analysis.readers import ChatReader, decode_line
+    from analysis.tokens import load_encoding
+    from bench.generate import chat_requests, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    log = work / f"chat-{args.requests}.jsonl"
+    if not log.exists():
+        write_jsonl(chat_requests(args.requests, documents=200), log)
+    size_mb = log.stat().st_size / 1e6
+    print(f"chat: {args.requests:,} requests, {size_mb:.0f} MB ({log})")
+    enc = load_encoding()
+    reader = ChatReader(ErrorLog())
+
+    def parse_all():
+        for n, raw in enumerate(log.open("rb"), 1):
+            yield reader.parse(decode_line(raw), n)
+
+    start = time.perf_counter()
+    seen: set[str] = set()
+    for request in parse_all():
+        for m in request.messages:
+            if m.text not in seen:
+                seen.add(m.text)
+                enc.encode_ordinary(m.text)
+    floor = time.perf_counter() - start
+    print(f"  floor (read + parse + tokenize each distinct text once): {floor:.2f} s")
+    if args.naive:
+        start = time.perf_counter()
+        for request in parse_all():
+            for m in request.messages:
+                enc.encode_ordinary(m.text)
+        naive = time.perf_counter() - start
+        print(f"  naive (tokenize every message of every request): {naive:.2f} s")
+    cmd = [*MANAGE, "analyze", str(log), "--json", str(work / "chat-report.json")]
+    wall, rss, code = run_process(cmd)
+    print(
+        f"  kvscope analyze, whole process (3 windows, exact curve): {wall:.2f} s, "
+        f"{size_mb / wall:.1f} MB/s, peak RSS {rss:.0f} MB, exit {code}"
+    )
+    print(f"  ratio to the floor: {wall / floor:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("mrc", help="exact LRU curve on a synthetic reference stream")
+    p.add_argument("--refs", type=int, default=10_000_000)
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--seed", type=int, default=1)
+    p = sub.add_parser("trace", help="pre-hashed trace, whole process, vs kvcache-simulator")
+    p.add_argument("--requests", type=int, default=500_000)
+    p.add_argument("--kvsim", help="path of the kvcache-simulator executable (optional)")
+    p.add_argument("--kvsim-model", default="meta-llama/Llama-3.1-8B-Instruct")
+    p.add_argument("--workdir")
+    p = sub.add_parser("chat", help="chat log end to end vs the read+tokenize floor")
+    p.add_argument("--requests", type=int, default=20_000)
+    p.add_argument("--naive", action="store_true", help="also time tokenizing every message")
+    p.add_argument("--workdir")
+    args = parser.parse_args(argv)
+    print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
+    {"mrc": bench_mrc, "trace": bench_trace, "chat": bench_chat}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
