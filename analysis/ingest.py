@@ -182,6 +182,9 @@ class StreamBuilder:
         self._file = array("h")
         self._blocks = {b: _BlockColumns(PrefixChain(self._hasher, b)) for b in block_sizes}
         self._segments: dict[int, int] = {}  # segment id -> index in the table
+        # (role, text) -> (segment index, token ids): a repeated message costs one dict
+        # lookup. Holds each distinct text once, for the ingest only (never stored).
+        self._seen: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
         self._seg_id = array("Q")
         self._seg_role = array("b")
         self._seg_tokens = array("i")
@@ -225,11 +228,19 @@ class StreamBuilder:
         pieces: list[np.ndarray] = []
         segments: list[int] = []
         offset = 0
+        seen = self._seen
         for message in request.messages:
-            digest = self._hasher.text_digest(message.text)
-            text_tokens = tokenizer.text(digest, message.text)
+            known = seen.get((message.role, message.text))
+            if known is None:
+                digest = self._hasher.text_digest(message.text)
+                text_tokens = tokenizer.text(digest, message.text)
+                seg = self._segment(message.role, digest, text_tokens.size, message)
+                seen[(message.role, message.text)] = (seg, text_tokens)
+            else:
+                seg, text_tokens = known
+                if message.is_document or message.label:
+                    self._note_document(seg, message)
             header = tokenizer.role_header(message.role)
-            seg = self._segment(message.role, digest, text_tokens.size, message)
             segments.append(seg)
             self._occ_req.append(index)
             self._occ_seg.append(seg)
@@ -246,12 +257,7 @@ class StreamBuilder:
         seg_id = self._hasher.segment_id(role, digest)
         found = self._segments.get(seg_id)
         if found is not None:
-            # the kind must not depend on line order: any occurrence typed as a document
-            # makes the segment a document
-            if message.is_document and self._seg_role[found] == ROLE_OTHER:
-                self._seg_role[found] = ROLE_DOCUMENT_PART
-            if message.label and not self._seg_label[found]:
-                self._seg_label[found] = message.label
+            self._note_document(found, message)
             return found
         found = self._segments[seg_id] = len(self._seg_id)
         self._seg_id.append(seg_id)
@@ -267,6 +273,14 @@ class StreamBuilder:
         if self._previews:
             self._seg_preview.append(message.text[:_PREVIEW_CHARS])
         return found
+
+    def _note_document(self, seg: int, message) -> None:
+        """The kind must not depend on line order: any occurrence typed as a document
+        makes the segment a document, and the first label found names it."""
+        if message.is_document and self._seg_role[seg] == ROLE_OTHER:
+            self._seg_role[seg] = ROLE_DOCUMENT_PART
+        if message.label and not self._seg_label[seg]:
+            self._seg_label[seg] = message.label
 
     @property
     def distinct_tokens(self) -> int:
