@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
+from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
@@ -49,7 +50,6 @@ DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
 FORMATS = ("auto", "chat", "mooncake")
 _PROGRESS_EVERY = 2000  # lines between progress reports
 _PREVIEW_CHARS = 200
-_KEY_MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -139,17 +139,18 @@ class PrefixChain:
 class _BlockColumns:
     """Block references of one block size, request by request."""
 
-    def __init__(self, chain: PrefixChain | None = None) -> None:
+    def __init__(self, block_tokens: int, chain: PrefixChain | None = None) -> None:
+        self.block_tokens = block_tokens
         self.chain = chain
         self.nblocks = array("q")
         self.keys: list[np.ndarray] = []
-        self.tokens: list[np.ndarray] = []
+        # traces: tokens in each request's last block (every other block is full)
+        self.last_tokens = array("q")
 
-    def add(self, keys: np.ndarray, tokens: np.ndarray) -> None:
+    def add(self, keys: np.ndarray) -> None:
         self.nblocks.append(keys.size)
         if keys.size:
             self.keys.append(keys)
-            self.tokens.append(tokens)
 
 
 class StreamBuilder:
@@ -180,7 +181,7 @@ class StreamBuilder:
         self._output = array("q")
         self._line = array("q")
         self._file = array("h")
-        self._blocks = {b: _BlockColumns(PrefixChain(self._hasher, b)) for b in block_sizes}
+        self._blocks = {b: _BlockColumns(b, PrefixChain(self._hasher, b)) for b in block_sizes}
         self._segments: dict[int, int] = {}  # segment id -> index in the table
         # (role, text) -> (segment index, token ids): a repeated message costs one dict
         # lookup. Holds each distinct text once, for the ingest only (never stored).
@@ -206,20 +207,38 @@ class StreamBuilder:
         self._file.append(file_index)
         return index
 
+    def add_trace_columns(self, cols: TraceColumns, file_index: int) -> None:
+        """A whole trace file read column-wise (analysis.fasttrace)."""
+        n = cols.t_us.size
+        self._t.frombytes(cols.t_us.tobytes())
+        for column, values, codes in (
+            (self._tenant, cols.tenant, self._tenants),
+            (self._user, cols.user, self._users),
+            (self._route, cols.model, self._routes),
+        ):
+            column.frombytes(np.array([codes.code(v) for v in values], np.int32).tobytes())
+        self._output.frombytes(cols.output_tokens.tobytes())
+        # rows, counted as lines (a clean file: blank lines are the only difference)
+        self._line.frombytes(np.arange(1, n + 1, dtype=np.int64).tobytes())
+        self._file.frombytes(np.full(n, file_index, np.int16).tobytes())
+        self._prompt.frombytes(cols.input_length.tobytes())
+        columns = self._blocks[self.block_tokens]
+        columns.nblocks.frombytes(cols.nblocks.tobytes())
+        if cols.keys.size:
+            columns.keys.append(cols.keys)
+        columns.last_tokens.frombytes(cols.last_tokens.tobytes())
+
     def add_trace(self, request: TraceRequest, file_index: int) -> None:
         self._add_request(request, file_index)
         blocks = len(request.hash_ids)
         self._prompt.append(request.input_length)
         columns = self._blocks[self.block_tokens]
         if not blocks:
-            columns.add(np.zeros(0, np.uint64), np.zeros(0, np.int32))
+            columns.add(np.zeros(0, np.uint64))
         else:
-            # ids are 64-bit, signed or unsigned (>= 2**63 overflowed int64 and stopped the
-            # whole ingest); negatives keep their two's-complement bits, as before
-            keys = np.array([h & _KEY_MASK for h in request.hash_ids], dtype=np.uint64)
-            tokens = np.full(blocks, self.block_tokens, dtype=np.int32)
-            tokens[-1] = request.input_length - self.block_tokens * (blocks - 1)
-            columns.add(keys, tokens)
+            columns.add(request.hash_ids)
+        # the last id holds what is left of the prompt (all of a trace's blocks count)
+        columns.last_tokens.append(request.input_length - self.block_tokens * (blocks - 1))
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
         tokenizer = self._tokenizer
@@ -251,7 +270,7 @@ class StreamBuilder:
         self.tokens_total += offset
         for columns in self._blocks.values():
             keys = columns.chain.keys(segments, pieces)
-            columns.add(keys, np.full(keys.size, columns.chain.block_tokens, dtype=np.int32))
+            columns.add(keys)
 
     def _segment(self, role: str, digest: bytes, tokens: int, message) -> int:
         seg_id = self._hasher.segment_id(role, digest)
@@ -377,7 +396,10 @@ def _block_arrays(
     start = np.zeros(nblocks.size + 1, dtype=np.int64)
     np.cumsum(nblocks, out=start[1:])
     keys = np.concatenate(columns.keys) if columns.keys else np.zeros(0, np.uint64)
-    tokens = np.concatenate(columns.tokens) if columns.tokens else np.zeros(0, np.int32)
+    tokens = np.full(keys.size, columns.block_tokens, dtype=np.int32)
+    if len(columns.last_tokens):
+        has_blocks = nblocks > 0
+        tokens[start[1:][has_blocks] - 1] = _np(columns.last_tokens, np.int64)[has_blocks]
     if order is not None:
         ref_index = _gather_ranges(start, order)
         keys, tokens = keys[ref_index], tokens[ref_index]
@@ -435,6 +457,14 @@ def ingest_streams(
 
     for file_index, log_file in enumerate(files):
         reader: Reader | None = None
+        if options.format != "chat" and (builder is None or builder.source_format == "mooncake"):
+            fast = _fast_trace(log_file, builder, options)
+            if fast is not None:
+                builder, cols = fast
+                builder.add_trace_columns(cols, file_index)
+                done_bytes += log_file.size
+                report(done_bytes)
+                continue
         for line_no, raw in log_file.lines():
             try:
                 obj = decode_line(raw)
@@ -462,6 +492,33 @@ def ingest_streams(
         )
     report(total_bytes)
     return builder.finish(names, log)
+
+
+def _fast_trace(log_file: LogFile, builder: StreamBuilder | None, options: IngestOptions
+                ) -> tuple[StreamBuilder, TraceColumns] | None:  # fmt: skip
+    """The column-wise path for a clean pre-hashed trace, if this file is one."""
+    if builder is None:
+        first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
+        if first is None or (options.format == "auto" and detect_format_or_none(first)
+                             != "mooncake"):  # fmt: skip
+            return None
+        builder = _builder(first, options)
+    cols = read_trace(log_file.path, builder.block_tokens)
+    return (builder, cols) if cols is not None else None
+
+
+def _try_decode(raw: bytes) -> dict | None:
+    try:
+        return decode_line(raw)
+    except LineError:
+        return None
+
+
+def detect_format_or_none(obj: dict) -> str | None:
+    try:
+        return detect_format(obj)
+    except LineError:
+        return None
 
 
 def _builder(first: dict, options: IngestOptions) -> StreamBuilder:

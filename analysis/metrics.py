@@ -32,7 +32,7 @@ from analysis.segments import (
     segment_kinds,
 )
 from analysis.stream import BlockStream
-from analysis.workingset import StepFunction, ttl_occupancy, useful_working_set
+from analysis.workingset import StepFunction, TimeGrid, ttl_occupancy, useful_working_set
 
 DEFAULT_WINDOWS = (300.0, 3600.0, 86400.0)
 _MAX_SECONDS = 1e11  # ~3,000 years: past it a window is meaningless and overflows microseconds
@@ -121,6 +121,8 @@ def analyze(
     ids, distinct = scoped_ids(stream.ref_key, salts[ref_req])
     prev, nxt = prev_next(ids, distinct)
     reuse = reuse_times(ref_t, prev)
+    grid = TimeGrid.of_requests(stream.req_t_us)
+    ref_grid = grid.of_request[ref_req]
     advance()
 
     def ratio(hit_tokens: int) -> float:
@@ -135,8 +137,8 @@ def analyze(
     for window_s in params.windows_s:
         w_us = to_us(window_s)
         hit = hits_within(reuse, w_us)
-        useful = useful_working_set(ref_t, prev, reuse, w_us)
-        ttl = ttl_occupancy(ref_t, nxt, w_us)
+        useful = useful_working_set(grid, ref_grid, prev, reuse, w_us)
+        ttl = ttl_occupancy(grid, stream.req_t_us, ref_req, ref_grid, nxt, w_us)
         p95, median = useful.time_weighted_quantiles(t_first, t_last, (0.95, 0.5))
         report = WindowReport(
             window_s=float(window_s),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+import numpy as np
 import orjson
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
@@ -59,7 +60,7 @@ class TraceRequest:
     model: str
     input_length: int
     output_tokens: int
-    hash_ids: list[int]
+    hash_ids: np.ndarray  # uint64 keys
 
 
 Request = ChatRequest | TraceRequest
@@ -243,12 +244,8 @@ class MooncakeReader:
         input_length = _token_count(obj.get("input_length"), "input_length")
         if input_length < 0:
             raise LineError("no input_length")
-        hash_ids = obj.get("hash_ids")
-        if not isinstance(hash_ids, list) or not all(
-            isinstance(h, int) and not isinstance(h, bool) for h in hash_ids
-        ):
-            raise LineError("hash_ids is not a list of integers")
-        blocks = len(hash_ids)
+        hash_ids = _hash_ids(obj.get("hash_ids"))
+        blocks = hash_ids.size
         # The last id holds input_length - B*(blocks-1) tokens, which must be 1..B.
         last = input_length - self._block_tokens * (blocks - 1)
         if blocks and not 0 < last <= self._block_tokens:
@@ -268,6 +265,27 @@ class MooncakeReader:
             output_tokens=_token_count(obj.get("output_length"), "output_length"),
             hash_ids=hash_ids,
         )
+
+
+_KEY_MASK = (1 << 64) - 1
+
+
+def _hash_ids(value: object) -> np.ndarray:
+    """hash_ids as 64-bit keys (signed ids keep their two's-complement bits)."""
+    if not isinstance(value, list):
+        raise LineError("hash_ids is not a list of integers")
+    if not value:
+        return np.zeros(0, dtype=np.uint64)
+    ids = np.array(value)  # C speed; the dtype tells whether they were all integers
+    if ids.dtype.kind == "i" and ids.ndim == 1:
+        return ids.astype(np.int64, copy=False).view(np.uint64)
+    if ids.dtype.kind == "u" and ids.ndim == 1:
+        return ids.astype(np.uint64, copy=False)
+    # mixed sizes beyond int64, or not integers at all: check one by one
+    if all(isinstance(h, int) and not isinstance(h, bool) and -(1 << 63) <= h <= _KEY_MASK
+           for h in value):  # fmt: skip
+        return np.array([h & _KEY_MASK for h in value], dtype=np.uint64)
+    raise LineError("hash_ids is not a list of 64-bit integers")
 
 
 def detect_format(obj: dict) -> str:

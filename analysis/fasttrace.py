@@ -1,0 +1,108 @@
+"""Pre-hashed traces, column-wise: pyarrow's multi-threaded JSON reader and bulk checks.
+
+A 500,000-request trace is ~7 s line by line in Python and ~1 s this way. Any doubt — a
+parse error, an unexpected type, a value the line reader would refuse — returns None, and
+the line-by-line reader reads the file instead, naming each bad line. So the fast path
+never changes a result; it only skips Python work on clean files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+
+from analysis.readers import GZIP_MAGIC, MAX_TOKENS
+from analysis.timestamps import _MAX_US
+
+_SCHEMA = pa.schema(
+    [
+        ("timestamp", pa.float64()),
+        ("input_length", pa.int64()),
+        ("output_length", pa.int64()),
+        ("hash_ids", pa.list_(pa.int64())),
+        ("tenant", pa.string()),
+        ("user", pa.string()),
+        ("model", pa.string()),
+        ("metadata", pa.struct([("tenant", pa.string()), ("user", pa.string())])),
+    ]
+)
+_PARSE = pj.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
+_READ = pj.ReadOptions(block_size=8 << 20)
+
+
+@dataclass(frozen=True)
+class TraceColumns:
+    t_us: np.ndarray  # int64
+    input_length: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64, -1 unknown
+    nblocks: np.ndarray  # int64
+    keys: np.ndarray  # uint64, request by request
+    last_tokens: np.ndarray  # int64 tokens in each request's last block
+    tenant: list[str]
+    user: list[str]
+    model: list[str]
+
+
+def read_trace(path: str | Path, block_tokens: int) -> TraceColumns | None:
+    """The whole trace, or None when the line-by-line reader must decide."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+    try:
+        source = pa.input_stream(str(path), compression="gzip" if gz else None)
+        table = pj.read_json(source, read_options=_READ, parse_options=_PARSE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
+        return None
+    if table.num_rows == 0:
+        return None
+    return _checked(table, block_tokens)
+
+
+def _strings(table: pa.Table, name: str, nested: str | None = None) -> list[str]:
+    values = table.column(name)
+    if nested is not None:
+        meta = table.column("metadata").combine_chunks()
+        values = pa.compute.coalesce(values.combine_chunks(), meta.field(nested))
+    return ["" if v is None else v for v in values.to_pylist()]
+
+
+def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
+    ts = table.column("timestamp")
+    length = table.column("input_length")
+    ids = table.column("hash_ids")
+    if ts.null_count or length.null_count or ids.null_count:
+        return None
+    ms = ts.to_numpy()
+    if not np.isfinite(ms).all() or (np.abs(ms) * 1000 > _MAX_US).any():
+        return None
+    inputs = length.to_numpy()
+    output = table.column("output_length").to_numpy(zero_copy_only=False)
+    output = np.where(np.isnan(output), -1, output).astype(np.int64)
+    if (inputs < 0).any() or (inputs > MAX_TOKENS).any():
+        return None
+    if (output < -1).any() or (output > MAX_TOKENS).any():
+        return None
+    flat = ids.combine_chunks()
+    offsets = flat.offsets.to_numpy()
+    nblocks = np.diff(offsets).astype(np.int64)
+    last = inputs - block_tokens * (nblocks - 1)
+    consistent = np.where(nblocks > 0, (last > 0) & (last <= block_tokens), inputs == 0)
+    if not consistent.all():
+        return None
+    keys = flat.values.to_numpy().astype(np.int64, copy=False).view(np.uint64)
+    keys = keys[offsets[0] : offsets[-1]]
+    return TraceColumns(
+        t_us=np.rint(ms * 1000).astype(np.int64),
+        input_length=inputs.astype(np.int64),
+        output_tokens=output,
+        nblocks=nblocks,
+        keys=keys,
+        last_tokens=last.astype(np.int64),
+        tenant=_strings(table, "tenant", "tenant"),
+        user=_strings(table, "user", "user"),
+        model=_strings(table, "model"),
+    )
