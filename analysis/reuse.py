@@ -63,12 +63,18 @@ def prev_next(ids: np.ndarray, distinct: int) -> tuple[np.ndarray, np.ndarray]:
     return _prev_next(ids.astype(np.int64, copy=False), max(distinct, 1))
 
 
+@numba.njit(cache=True, nogil=True)
+def _reuse_times(t_us: np.ndarray, prev: np.ndarray) -> np.ndarray:  # pragma: no cover
+    out = np.empty(t_us.size, dtype=np.int64)
+    for i in range(t_us.size):
+        p = prev[i]
+        out[i] = t_us[i] - t_us[p] if p >= 0 else -1
+    return out
+
+
 def reuse_times(t_us: np.ndarray, prev: np.ndarray) -> np.ndarray:
     """t - t_prev in microseconds; -1 for a first reference (infinite reuse time)."""
-    out = np.full(t_us.size, NO_REF, dtype=np.int64)
-    has = prev >= 0
-    out[has] = t_us[has] - t_us[prev[has]]
-    return out
+    return _reuse_times(t_us.astype(np.int64, copy=False), prev.astype(np.int64, copy=False))
 
 
 def hits_within(reuse_us: np.ndarray, window_us: int | None) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 
@@ -84,12 +85,35 @@ class TimeGrid:
         new[1:] = req_t_us[1:] != req_t_us[:-1]  # requests are in time order
         return cls(req_t_us[new], np.cumsum(new) - 1)
 
-    def step(self, start_idx: np.ndarray, end_idx: np.ndarray) -> StepFunction:
-        """Count of intervals [times[start], times[end]) live at each grid time."""
-        size = self.times.size
-        deltas = np.bincount(start_idx, minlength=size + 1)[: size + 1].astype(np.int64)
-        deltas -= np.bincount(end_idx, minlength=size + 1)[: size + 1]
-        return StepFunction(self.times, np.cumsum(deltas[:size]))
+    def function(self, deltas: np.ndarray) -> StepFunction:
+        return StepFunction(self.times, np.cumsum(deltas[: self.times.size]))
+
+
+_NO_WINDOW = np.iinfo(np.int64).max
+
+
+@numba.njit(cache=True, nogil=True)
+def _useful_deltas(ref_grid, prev, reuse_us, window_us, size):  # pragma: no cover (compiled)
+    deltas = np.zeros(size + 1, dtype=np.int64)
+    for i in range(prev.size):
+        p = prev[i]
+        if p >= 0 and reuse_us[i] <= window_us:
+            deltas[ref_grid[p]] += 1
+            deltas[ref_grid[i]] -= 1
+    return deltas
+
+
+@numba.njit(cache=True, nogil=True)
+def _ttl_deltas(ref_grid, ref_req, expiry, nxt, size):  # pragma: no cover (compiled)
+    deltas = np.zeros(size + 1, dtype=np.int64)
+    for i in range(nxt.size):
+        end = expiry[ref_req[i]]
+        n = nxt[i]
+        if n >= 0 and ref_grid[n] < end:
+            end = ref_grid[n]
+        deltas[ref_grid[i]] += 1
+        deltas[end] -= 1
+    return deltas
 
 
 def useful_working_set(
@@ -100,10 +124,8 @@ def useful_working_set(
     window_us: int | None,
 ) -> StepFunction:
     """Each reuse within the window keeps its block live from the previous reference."""
-    pairs = prev >= 0
-    if window_us is not None:
-        pairs &= reuse_us <= window_us
-    return grid.step(ref_grid[prev[pairs]], ref_grid[pairs])
+    window = _NO_WINDOW if window_us is None else window_us
+    return grid.function(_useful_deltas(ref_grid, prev, reuse_us, window, grid.times.size))
 
 
 def ttl_occupancy(
@@ -116,7 +138,4 @@ def ttl_occupancy(
 ) -> StepFunction:
     """A store-everything cache with lifetime W holds a block on [t, min(t + W, t_next))."""
     expiry = np.searchsorted(grid.times, req_t_us + window_us, side="left")
-    ends = expiry[ref_req]
-    has_next = nxt >= 0
-    ends[has_next] = np.minimum(ends[has_next], ref_grid[nxt[has_next]])
-    return grid.step(ref_grid, ends)
+    return grid.function(_ttl_deltas(ref_grid, ref_req, expiry, nxt, grid.times.size))
