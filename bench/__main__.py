@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("trace", help="pre-hashed trace, whole process, vs kvcache-simulator")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--kvsim", help="path of the kvcache-simulator executable (optional)")
-    p.add_argument("--kvsim-model", default="meta-llama/Llama-3.1-8B-Instruct")
+    p.add_argument("--kvsim-model", default="llama-3.1-8b")
     p.add_argument("--workdir")
     p = sub.add_parser("chat", help="chat log end to end vs the read+tokenize floor")
     p.add_argument("--requests", type=int, default=20_000)
