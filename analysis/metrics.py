@@ -18,7 +18,7 @@ from analysis.reuse import (
     SCOPES,
     hits_within,
     prev_next,
-    reuse_times,
+    ref_reuse_times,
     salt_codes,
     scoped_ids,
     to_us,
@@ -114,13 +114,15 @@ def analyze(
     t_first, t_last = int(stream.req_t_us[0]), int(stream.req_t_us[-1])
     span_us = t_last - t_first
 
+    # Over millions of references every column counts: indices are int32 while they fit,
+    # per-reference times are never materialised, temporaries are dropped early.
     ref_req = stream.ref_request()
-    ref_t = stream.req_t_us[ref_req]
-    tokens = stream.ref_tokens.astype(np.int64)
+    tokens = stream.ref_tokens
     salts = salt_codes(stream.req_tenant, stream.req_user, params.scope)
-    ids, distinct = scoped_ids(stream.ref_key, salts[ref_req])
+    ids, distinct = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
     prev, nxt = prev_next(ids, distinct)
-    reuse = reuse_times(ref_t, prev)
+    del ids
+    reuse = ref_reuse_times(stream.req_t_us, ref_req, prev)
     grid = TimeGrid.of_requests(stream.req_t_us)
     ref_grid = grid.of_request[ref_req]
     advance()

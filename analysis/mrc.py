@@ -17,7 +17,7 @@ import numpy as np
 def _stack_distances(prev: np.ndarray) -> np.ndarray:
     n = prev.size
     tree = np.zeros(n + 1, dtype=np.int32)
-    dist = np.zeros(n, dtype=np.int64)  # 0 marks a first reference (infinite distance)
+    dist = np.zeros(n, dtype=np.int32)  # 0 marks a first reference (infinite distance)
     seen = 0
     for i in range(n):
         p = prev[i]
@@ -44,7 +44,7 @@ def _stack_distances(prev: np.ndarray) -> np.ndarray:
 
 def stack_distances(prev: np.ndarray) -> np.ndarray:
     """Stack distance of each reference (0 for a first reference, i.e. infinite)."""
-    return _stack_distances(prev.astype(np.int64, copy=False))
+    return _stack_distances(prev)
 
 
 def hit_tokens_by_capacity(

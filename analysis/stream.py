@@ -79,7 +79,8 @@ class BlockStream:
     def ref_request(self) -> np.ndarray:
         """Request index of every block reference."""
         counts = np.diff(self.req_ref_start)
-        return np.repeat(np.arange(self.requests, dtype=np.int64), counts)
+        dtype = np.int32 if self.requests < 2**31 - 1 else np.int64
+        return np.repeat(np.arange(self.requests, dtype=dtype), counts)
 
     # --- storage ---------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:

@@ -83,7 +83,10 @@ class TimeGrid:
     def of_requests(cls, req_t_us: np.ndarray) -> TimeGrid:
         new = np.ones(req_t_us.size, dtype=bool)
         new[1:] = req_t_us[1:] != req_t_us[:-1]  # requests are in time order
-        return cls(req_t_us[new], np.cumsum(new) - 1)
+        index = np.cumsum(new, dtype=np.int64) - 1
+        if req_t_us.size < 2**31 - 1:
+            index = index.astype(np.int32)
+        return cls(req_t_us[new], index)
 
     def function(self, deltas: np.ndarray) -> StepFunction:
         return StepFunction(self.times, np.cumsum(deltas[: self.times.size]))
