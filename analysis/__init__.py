@@ -1,6 +1,6 @@
 """kvscope's analysis engine: request logs -> block stream -> working-set report.
 
-Pure Python + numpy/pandas/pyarrow/numba. Imports nothing from Django or Celery, so it is
+Pure Python + numpy/pyarrow/numba (+ tiktoken). Imports nothing from Django or Celery, so it is
 usable on its own:
 
     from analysis import IngestOptions, AnalysisParams, ingest, analyze

@@ -9,18 +9,63 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-import pandas as pd
 
 SCOPES = ("global", "tenant", "user")
 NO_REF = -1
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
+
+
+@numba.njit(cache=True, nogil=True)
+def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover (compiled)
+    """Open addressing, linear probing, doubled at half load: memory follows the number
+    of distinct keys, not of references."""
+    bits = 16
+    slots = np.full(1 << bits, -1, dtype=np.int64)  # slot -> code
+    uniques = np.empty(1 << (bits - 1), dtype=np.uint64)  # code -> key
+    count = 0
+    for i in range(keys.size):
+        key = keys[i]
+        mask = np.int64((1 << bits) - 1)
+        slot = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+        while True:
+            code = slots[slot]
+            if code < 0:
+                if count == uniques.size:  # grow: double, re-insert every key
+                    bits += 1
+                    grown = np.empty(uniques.size * 2, dtype=np.uint64)
+                    grown[:count] = uniques[:count]
+                    uniques = grown
+                    slots = np.full(1 << bits, -1, dtype=np.int64)
+                    mask = np.int64((1 << bits) - 1)
+                    for c in range(count):
+                        s = np.int64((uniques[c] * _GOLDEN) >> np.uint64(64 - bits))
+                        while slots[s] >= 0:
+                            s = (s + 1) & mask
+                        slots[s] = c
+                    slot = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+                    continue
+                slots[slot] = count
+                uniques[count] = key
+                codes[i] = count
+                count += 1
+                break
+            if uniques[code] == key:
+                codes[i] = code
+                break
+            slot = (slot + 1) & mask
+    return count
+
+
 def dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense codes 0..k-1 for the distinct values (in order of first appearance)."""
+    codes = np.empty(values.size, dtype=index_dtype(values.size))
     if not values.size:
-        return np.zeros(0, dtype=np.int64), 0
-    codes, uniques = pd.factorize(values, sort=False)
-    return codes.astype(np.int64, copy=False), len(uniques)
+        return codes, 0
+    keys = np.ascontiguousarray(values).view(np.uint64) if values.dtype.itemsize == 8 else (
+        values.astype(np.int64).view(np.uint64))  # fmt: skip
+    return codes, int(_factorize(keys, codes))
 
 
 def salt_codes(tenant: np.ndarray, user: np.ndarray, scope: str) -> np.ndarray:
@@ -39,7 +84,7 @@ def scoped_ids(keys: np.ndarray, salts: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense ids of (key, salt) pairs: equal exactly when the scoped keys are equal."""
     ids, distinct = dense_ids(keys)
     if salts.size and salts.max(initial=0) > 0:
-        ids, distinct = dense_ids(ids * (int(salts.max()) + 1) + salts)
+        ids, distinct = dense_ids(ids.astype(np.int64) * (int(salts.max()) + 1) + salts)
     return ids, distinct
 
 
