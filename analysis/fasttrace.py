@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from analysis.readers import GZIP_MAGIC, MAX_TOKENS
@@ -66,7 +67,7 @@ def _strings(table: pa.Table, name: str, nested: str | None = None) -> list[str]
     values = table.column(name)
     if nested is not None:
         meta = table.column("metadata").combine_chunks()
-        values = pa.compute.coalesce(values.combine_chunks(), meta.field(nested))
+        values = pc.coalesce(values.combine_chunks(), meta.field(nested))
     return ["" if v is None else v for v in values.to_pylist()]
 
 
