@@ -197,6 +197,7 @@ def analyze(
         errors=list(stream.errors),
         skipped_lines=stream.skipped_lines,
         source_format=stream.source_format,
+        tenants=sum(1 for t in stream.tenants if t),
         scope=params.scope,
         model=params.profile.to_dict(),
         kv_dtype=params.kv_dtype or params.profile.dtype,

@@ -121,6 +121,8 @@ def preset(name: str) -> KVProfile:
 
 def profile_from_config(config: dict, name: str = "config.json") -> KVProfile:
     """A profile from a Hugging Face config.json (text_config for multimodal models)."""
+    if not isinstance(config, dict):
+        raise ProfileError(f"{name}: not a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
         config = {**config, **config["text_config"]}
     try:
@@ -140,7 +142,7 @@ def profile_from_config(config: dict, name: str = "config.json") -> KVProfile:
         return KVProfile(name, layers, kv_heads, int(head_dim), dtype)
     except KeyError as exc:
         raise ProfileError(f"{name}: missing {exc.args[0]}") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
         raise ProfileError(f"{name}: {exc}") from None
 
 

@@ -69,6 +69,7 @@ class Report:
     skipped_lines: int
     # beyond the contract
     source_format: str = ""
+    tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"
     model: dict = field(default_factory=dict)
     kv_dtype: str = ""

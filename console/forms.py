@@ -188,7 +188,7 @@ class AnalysisForm(forms.Form):
         try:
             config = json.loads(upload.read())
             parse_model_config(config, upload.name)
-        except (ValueError, ProfileError) as exc:
+        except (ValueError, ProfileError, UnicodeDecodeError) as exc:
             raise forms.ValidationError(f"Not a usable config.json: {exc}") from None
         return config
 
@@ -196,6 +196,8 @@ class AnalysisForm(forms.Form):
         """The cleaned values as JSON-ready parameters (console.engine reads them)."""
         data = dict(self.cleaned_data)
         data.pop("block_tokens")
+        if data.get("model_config"):
+            data["model"] = "config.json"  # the label lists and comparisons show
         return data
 
 

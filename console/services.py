@@ -6,6 +6,7 @@ redelivered task or a concurrent request does nothing harmful.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import shutil
@@ -223,10 +224,16 @@ def upload_ingest(*, upload_id: int) -> None:
         report = analyze(first, analysis_params(**params), progress=None)
     except UnusableInput as exc:
         _fail(Upload, upload_id, str(exc))
+        if upload.keep_raw_until is None:  # nothing to retry: the bytes stay unusable
+            upload_delete_raw(upload_id=upload_id)
         return
     except Exception as exc:
         log.exception("ingest of upload %s failed", upload_id)
         _fail(Upload, upload_id, f"internal error: {type(exc).__name__}: {exc}")
+        if upload.keep_raw_until is None:  # kept a day for a retry, then purged
+            Upload.objects.filter(pk=upload_id).update(
+                keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
+            )
         raise
     now = timezone.now()
     delete_raw = upload.keep_raw_until is None

@@ -20,10 +20,9 @@ class SizeLimitedUploadHandler(TemporaryFileUploadHandler):
     `request.upload_too_large` set and says so."""
 
     def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        # No refusal on Content-Length here: Django does not catch StopUpload at this point
+        # (a 500); counting chunks below stops the read just as early, on disk only.
         self._seen = 0
-        limit = settings.KVSCOPE_UPLOAD_MAX_BYTES
-        if content_length and content_length > limit + 1024 * 1024:  # form fields' slack
-            self._refuse()
         return super().handle_raw_input(input_data, META, content_length, boundary, encoding)
 
     def receive_data_chunk(self, raw_data, start):

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from analysis.compare import headline_rows
@@ -201,6 +202,11 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _is_id(value: str) -> bool:
+    """A primary key from a query string: ASCII digits that fit a 64-bit integer."""
+    return value.isascii() and value.isdigit() and len(value) <= 18
+
+
 def _download(content: str | bytes, filename: str, content_type: str) -> HttpResponse:
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -226,14 +232,16 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
 
 @reader_required
 def compare(request: HttpRequest) -> HttpResponse:
-    ids = [int(x) for x in request.GET.getlist("a") if x.isdigit()][:4]
+    ids = [int(x) for x in request.GET.getlist("a") if _is_id(x)][:4]
     analyses = list(
         Analysis.objects.select_related("upload").filter(pk__in=ids, status=JobStatus.DONE)
     )
     analyses.sort(key=lambda a: ids.index(a.pk))
     if len(analyses) < 2:
         messages.error(request, "Pick two finished analyses to compare.")
-        return redirect(request.META.get("HTTP_REFERER") or reverse("home"))
+        back = request.META.get("HTTP_REFERER", "")
+        safe = url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
+        return redirect(back if safe else reverse("home"))
     figure = charts.compare_figure([(f"#{a.pk} {a.summary}", a.report) for a in analyses])
     rows = headline_rows([a.report for a in analyses])
     return render(

@@ -41,15 +41,20 @@ class PolicyForm(forms.Form):
         required=False,
         label="Evidence: the analysis this policy relies on",
     )
-    routes = forms.CharField(label="Model routes governed", help_text="Comma-separated.")
+    routes = forms.CharField(required=False, label="Model routes governed",
+                             help_text="Comma-separated.")  # fmt: skip
     tenants = forms.CharField(
         required=False,
         label="Tenants (optional)",
         help_text="Comma-separated; empty = every tenant.",
     )
-    lifetime_s = forms.FloatField(min_value=1, label="Block lifetime (s after last use)")
+    lifetime_s = forms.FloatField(required=False, min_value=1, max_value=1e9,
+                                  label="Block lifetime (s after last use)")  # fmt: skip
     purge_deadline_s = forms.FloatField(
-        min_value=1, label="Maximum time to purge after an end-of-life event (s)"
+        required=False,
+        max_value=1e9,
+        min_value=1,
+        label="Maximum time to purge after an end-of-life event (s)",
     )
     scope = forms.ChoiceField(
         choices=[(s, f"{s} — {SCOPE_HELP[s]}") for s in SCOPES], label="Sharing scope"
@@ -90,12 +95,16 @@ class PolicyForm(forms.Form):
     delete_when = forms.CharField(required=False, label="When the files are deleted")
     on_disk_full = forms.CharField(required=False, label="When the disk is full")
     on_restart = forms.CharField(required=False, label="On a process restart")
-    readers = forms.CharField(label="Services or processes that may read the blocks")
+    readers = forms.CharField(required=False,
+                              label="Services or processes that may read the blocks")  # fmt: skip
     classification = forms.ChoiceField(
+        required=False,
         choices=[("", "— choose —")] + [(c, c) for c in CLASSIFICATIONS],
         label="Data classification of the traffic",
     )
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Justification")
+    justification = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Justification"
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -119,8 +128,8 @@ class PolicyForm(forms.Form):
         d = self.cleaned_data
         body = empty_body()
         body.update(
-            routes=_list(d["routes"]),
-            tenants=_list(d["tenants"]),
+            routes=_list(d["routes"] or ""),
+            tenants=_list(d["tenants"] or ""),
             lifetime_s=d["lifetime_s"],
             purge_deadline_s=d["purge_deadline_s"],
             scope=d["scope"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.models import Analysis, JobStatus
@@ -19,6 +19,7 @@ from console.policies.body import digest, empty_body, normalize
 from console.policies.checks import Finding, check_body
 from console.policies.models import (
     EDITABLE,
+    AuditEvent,
     Policy,
     PolicyVersion,
     Review,
@@ -76,10 +77,34 @@ def _require(allowed: bool, message: str) -> None:
         raise PolicyError(message)
 
 
+def _require_open(version: PolicyVersion) -> None:
+    if Policy.objects.filter(pk=version.policy_id).exclude(retired_at=None).exists():
+        raise PolicyError("This policy is retired.")
+
+
+def _edited_by(version: PolicyVersion, user) -> bool:
+    """Whether the user wrote any of this version's content (creator or editor)."""
+    return AuditEvent.objects.filter(
+        object_type="PolicyVersion",
+        object_id=str(version.pk),
+        actor_name=user.get_username(),
+        action__in=["policy.create", "policy.edit", "policy.new_version"],
+    ).exists()
+
+
 def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
     _require(can_author(user), "Only analysts draft policies.")
     if Policy.objects.filter(name=name).exists():
         raise PolicyError(f"A policy named “{name}” exists already.")
+    try:
+        version = _create_policy(name, user, analysis)
+    except IntegrityError:  # the same name created concurrently
+        raise PolicyError(f"A policy named “{name}” exists already.") from None
+    _rerun_constrained(version, user)
+    return version
+
+
+def _create_policy(name: str, user, analysis: Analysis | None) -> PolicyVersion:
     with transaction.atomic():
         policy = Policy.objects.create(name=name, created_by=user)
         body = body_from_analysis(analysis)
@@ -93,7 +118,6 @@ def policy_create(*, name: str, user, analysis: Analysis | None = None) -> Polic
             obj=version,
             details={"policy": name, "analysis": analysis.pk if analysis else None},
         )
-    _rerun_constrained(version, user)
     return version
 
 
@@ -102,6 +126,7 @@ def version_update(
 ) -> PolicyVersion:
     """Edit a draft (or a version sent back for changes)."""
     _require(can_author(user), "Only analysts edit policies.")
+    _require_open(version)
     body = normalize(copy.deepcopy(body))
     body["evidence"] = _evidence(analysis)
     with transaction.atomic():
@@ -129,9 +154,12 @@ def _rerun_constrained(version: PolicyVersion, user) -> None:
     current = version.constrained_analysis
     if current is not None and current.params == params:
         return
-    rerun = analysis_create(
-        upload=analysis.upload, block_tokens=analysis.block_tokens, params=params, user=user
-    )
+    try:
+        rerun = analysis_create(
+            upload=analysis.upload, block_tokens=analysis.block_tokens, params=params, user=user
+        )
+    except ValueError:  # e.g. a lifetime the engine refuses: no cost shown, nothing broken
+        return
     PolicyVersion.objects.filter(pk=version.pk).update(constrained_analysis=rerun)
     version.constrained_analysis = rerun
 
@@ -139,27 +167,31 @@ def _rerun_constrained(version: PolicyVersion, user) -> None:
 def findings_for(version: PolicyVersion) -> list[Finding]:
     analysis = version.analysis
     report = analysis.report if analysis is not None else None
-    tenants = 0
-    if analysis is not None and analysis.upload.streams:
-        from analysis import BlockStream
-
-        path = analysis.upload.streams.get(str(analysis.block_tokens))
-        try:
-            tenants = len([t for t in BlockStream.load(path).tenants if t]) if path else 0
-        except OSError:
-            tenants = 0
+    tenants = report.get("tenants", 0) if report else 0
     return check_body(version.body, report, tenants)
 
 
 def _transition(
-    version: PolicyVersion, sources, target: str, user, action: str, comment: str = "", **fields
+    version: PolicyVersion,
+    sources,
+    target: str,
+    user,
+    action: str,
+    comment: str = "",
+    unchanged_since=None,
+    **fields,
 ) -> None:
+    """Move the version if it is (still) in one of `sources` — and, with
+    `unchanged_since`, not edited since the caller read the body it checked or signed."""
     with transaction.atomic():
-        moved = PolicyVersion.objects.filter(pk=version.pk, state__in=sources).update(
-            state=target, updated_at=timezone.now(), **fields
-        )
+        rows = PolicyVersion.objects.filter(pk=version.pk, state__in=sources)
+        if unchanged_since is not None:
+            rows = rows.filter(updated_at=unchanged_since)
+        moved = rows.update(state=target, updated_at=timezone.now(), **fields)
         if not moved:
             version.refresh_from_db()
+            if unchanged_since is not None and version.updated_at != unchanged_since:
+                raise PolicyError("The version was edited meanwhile; nothing was changed.")
             raise PolicyError(
                 f"This version is {version.get_state_display().lower()} now; nothing was changed."
             )
@@ -175,10 +207,12 @@ def _transition(
 
 def version_submit(*, version: PolicyVersion, user) -> None:
     _require(can_author(user), "Only analysts submit policies.")
+    _require_open(version)
     findings = findings_for(version)
     if any(f.level == "error" for f in findings):
         raise ChecksFailed(findings)
-    _transition(version, EDITABLE, VersionState.IN_REVIEW, user, "submit")
+    _transition(version, EDITABLE, VersionState.IN_REVIEW, user, "submit",
+                unchanged_since=version.updated_at)  # fmt: skip
 
 
 def version_request_changes(*, version: PolicyVersion, user, comment: str) -> None:
@@ -198,6 +232,9 @@ def version_approve(*, version: PolicyVersion, user, password: str, comment: str
     """Sign off: approver role, not the author, password re-entered, a comment."""
     _require(can_approve(user), "Only approvers approve policies.")
     _require(version.author_id != user.pk, "The author of a version can never approve it.")
+    _require(not _edited_by(version, user),
+             "You edited this version: another approver must sign it off.")  # fmt: skip
+    _require_open(version)
     _require(user.check_password(password), "The password is not correct.")
     _require(bool(comment.strip()), "An approval needs a comment.")
     signed = digest(version.body)
@@ -209,6 +246,7 @@ def version_approve(*, version: PolicyVersion, user, password: str, comment: str
             user,
             "approve",
             comment,
+            unchanged_since=version.updated_at,
             digest=signed,
         )
         signoff = SignOff.objects.create(
@@ -238,8 +276,16 @@ def version_new(*, policy: Policy, user) -> PolicyVersion:
     """A new draft from the latest version (an approved one stays as it is)."""
     _require(can_author(user), "Only analysts draft policies.")
     _require(policy.retired_at is None, "This policy is retired.")
+    try:
+        return _new_version(policy, user)
+    except IntegrityError:  # a second click created the same number first
+        raise PolicyError("A new version was just started; open it from the list.") from None
+
+
+def _new_version(policy: Policy, user) -> PolicyVersion:
     with transaction.atomic():
-        latest = PolicyVersion.objects.select_for_update().filter(policy=policy).first()
+        Policy.objects.select_for_update().filter(pk=policy.pk).first()  # one at a time
+        latest = PolicyVersion.objects.filter(policy=policy).first()
         if latest is not None and latest.state in (*EDITABLE, VersionState.IN_REVIEW):
             raise PolicyError(f"v{latest.number} is still open; finish it first.")
         version = PolicyVersion.objects.create(

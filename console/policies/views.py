@@ -28,6 +28,7 @@ from console.policies.services import (
     version_update,
 )
 from console.roles import can_approve, can_author, reader_required
+from console.views import _is_id
 
 
 @reader_required
@@ -46,7 +47,7 @@ def policy_new(request: HttpRequest) -> HttpResponse:
         return _forbidden(request, "Only analysts draft policies.")
     analysis = None
     analysis_id = request.GET.get("analysis") or request.POST.get("analysis")
-    if analysis_id and str(analysis_id).isdigit():
+    if analysis_id and _is_id(str(analysis_id)):
         analysis = Analysis.objects.filter(pk=analysis_id, status=JobStatus.DONE).first()
     form = PolicyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

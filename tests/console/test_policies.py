@@ -461,3 +461,38 @@ def test_deleting_a_draft_is_audited_and_only_for_unsubmitted_drafts(analysis, a
     submitted = _submitted(analysis, analyst)
     with pytest.raises(PolicyError, match="never submitted"):
         version_delete_draft(version=submitted, user=analyst)
+
+
+def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, approver2):
+    v1 = _submitted(analysis, analyst)
+    version_approve(version=v1, user=approver, password=PASSWORD, comment="ok")
+    v2 = version_new(policy=v1.policy, user=analyst)
+    v2 = version_update(version=v2, body=v2.body, user=analyst, analysis=analysis)
+    version_submit(version=v2, user=analyst)
+    policy_retire(policy=v1.policy, user=approver, comment="gone")
+    with pytest.raises(PolicyError, match="retired"):
+        version_approve(version=v2, user=approver2, password=PASSWORD, comment="late")
+    v2.refresh_from_db()
+    assert v2.state == VersionState.IN_REVIEW
+
+
+def test_an_approver_who_edited_the_version_cannot_approve_it(analysis, analyst):
+    editor = _user("both", "analyst", "approver")
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=editor,
+                             analysis=analysis)  # fmt: skip
+    version_submit(version=version, user=analyst)
+    with pytest.raises(PolicyError, match="You edited this version"):
+        version_approve(version=version, user=editor, password=PASSWORD, comment="mine")
+
+
+def test_a_body_edited_after_it_was_read_is_not_submitted(analysis, analyst):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis)  # fmt: skip
+    stale = PolicyVersion.objects.get(pk=version.pk)  # what the submit request read
+    broken = dict(version.body, routes=[])
+    version_update(version=version, body=broken, user=analyst, analysis=analysis)
+    with pytest.raises(PolicyError, match="edited meanwhile"):
+        version_submit(version=stale, user=analyst)
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.DRAFT

@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -275,3 +276,40 @@ def test_the_bundled_sample_is_one_click_away(client, analyst):
     assert upload.status == "done" and upload.requests == 2000
     # the bundled file itself is never deleted: only the stored copy is
     assert (settings.BASE_DIR / "sample" / "chat-sample.jsonl.gz").exists()
+
+
+def test_odd_query_strings_are_not_errors(client, analyst):
+    _login(client, analyst)
+    for query in ["a=%C2%B2&a=1", "a=99999999999999999999&a=1", "a=x"]:
+        response = client.get(f"{reverse('compare')}?{query}", HTTP_REFERER="https://evil.example/")
+        assert response.status_code == 302
+        assert response["Location"] == reverse("home")  # never back to another site
+    assert client.get(f"{reverse('policy_new')}?analysis=%C2%B2").status_code == 200
+
+
+def test_a_malformed_config_json_is_a_form_error(client, done_upload):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    for content in [b"[]", b"1", b'{"num_hidden_layers": 2, "num_attention_heads": 0}']:
+        response = client.post(
+            reverse("analysis_new", args=[done_upload.pk]),
+            {"block_tokens": "256", "model": "llama-3.1-8b", "windows": "300", "scope": "global",
+             "target": "0.9", "headroom": "0.1", "tp": "1", "min_reuses": "2",
+             "doc_min_tokens": "512", "weight_dtype": "bf16", "concurrent_sequences": "1",
+             "context_tokens": "1",
+             "model_config": SimpleUploadedFile("config.json", content)},
+        )  # fmt: skip
+        assert response.status_code == 400
+        assert "Not a usable config.json" in response.content.decode()
+
+
+def test_a_failed_ingest_deletes_the_raw_file_unless_kept(client, analyst, tmp_path):
+    _login(client, analyst)
+    raw = Path(settings.MEDIA_ROOT) / "raw"
+    before = set(raw.glob("*"))
+    log = tmp_path / "broken.jsonl"
+    log.write_text("not json\n")
+    _upload_through_form(client, log)
+    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    assert upload.status == "failed" and upload.raw_paths == []
+    assert set(raw.glob("*")) == before  # the stored copy is gone
