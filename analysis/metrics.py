@@ -11,11 +11,18 @@ import numpy as np
 
 from analysis.budgets import ServingShape, memory_budgets
 from analysis.ingest import Progress, ProgressFn
-from analysis.mrc import curve_capacities, hit_tokens_by_capacity, stack_distances
+from analysis.mrc import (
+    curve_capacities,
+    hit_tokens_by_capacity,
+    sampled,
+    shards_hit_tokens,
+    stack_distances,
+)
 from analysis.profiles import DEFAULT_PROFILE, KVProfile, preset
 from analysis.report import HostBudgetCheck, Recommendation, Report, WindowReport
 from analysis.reuse import (
     SCOPES,
+    dense_ids,
     hits_within,
     prev_next,
     ref_reuse_times,
@@ -70,6 +77,9 @@ class AnalysisParams:
     min_reuses: int = 2
     doc_min_tokens: int = 512
     host: HostBudget | None = None
+    # the curve is exact up to this many block references, SHARDS-sampled beyond
+    mrc_exact_limit: int = 20_000_000
+    shards_rate: float | None = None  # None: enough for ~4 M sampled references
     serving: ServingShape | None = None  # for the weights / active KV / host RAM budgets
     series_buckets: int = 240
     top_n: int = 50
@@ -87,6 +97,8 @@ class AnalysisParams:
             raise ValueError("headroom must be >= 0")
         if self.tp < 1:
             raise ValueError("tp must be at least 1")
+        if self.shards_rate is not None and not 0 < self.shards_rate <= 1:
+            raise ValueError("the SHARDS sampling rate must be in (0, 1]")
         if self.min_reuses < 1:
             raise ValueError("min_reuses must be at least 1")
         if self.doc_min_tokens < 1:
@@ -161,11 +173,17 @@ def analyze(
         windows.append(report)
         advance()
 
-    # the exact LRU curve, and with a lifetime only reuses within it can hit
-    dist = stack_distances(prev)
+    # the exact LRU curve (SHARDS-sampled past the limit), and with a lifetime only
+    # reuses within it can hit
     lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
-    eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
-    cum = hit_tokens_by_capacity(dist, tokens, eligible)
+    rate = _sampling_rate(stream.block_refs, params)
+    if rate < 1.0:
+        cum = _sampled_curve(stream, salts, ref_req, reuse, lifetime_us, rate)
+    else:
+        dist = stack_distances(prev)
+        eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
+        cum = hit_tokens_by_capacity(dist, tokens, eligible)
+        del dist
     advance()
     recommendation = _recommend(cum, total_tokens, slot_bytes, params)
     capacities = curve_capacities(int(cum.size - 1), extra=(recommendation.capacity_slots,))
@@ -177,6 +195,9 @@ def analyze(
         }
         for c in capacities
     ]
+    if rate < 1.0:  # below 100 / rate slots a sampled curve is noise: say so
+        for point in mrc:
+            point["resolved"] = point["capacity_slots"] >= 100 / rate
     advance()
 
     report = Report(
@@ -191,8 +212,8 @@ def analyze(
         infinite_hit_ratio=ratio(infinite_hits),
         windows=windows,
         mrc=mrc,
-        mrc_exact=True,
-        mrc_sampling_rate=1.0,
+        mrc_exact=rate >= 1.0,
+        mrc_sampling_rate=rate,
         recommendation=recommendation,
         errors=list(stream.errors),
         skipped_lines=stream.skipped_lines,
@@ -218,6 +239,39 @@ def analyze(
             stream, occ, kinds, misplaced_by_window[largest], params.top_n
         )
     return report
+
+
+def _sampling_rate(block_refs: int, params: AnalysisParams) -> float:
+    if params.shards_rate is not None:
+        return params.shards_rate
+    if block_refs <= params.mrc_exact_limit:
+        return 1.0
+    return min(1.0, 4_000_000 / block_refs)
+
+
+def _sampled_curve(
+    stream: BlockStream,
+    salts: np.ndarray,
+    ref_req: np.ndarray,
+    reuse: np.ndarray,
+    lifetime_us: int | None,
+    rate: float,
+) -> np.ndarray:
+    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream."""
+    ids, _ = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
+    keep = sampled(ids, rate)
+    sub_ids, sub_distinct = dense_ids(ids[keep])
+    del ids
+    sub_prev, _ = prev_next(sub_ids, sub_distinct)
+    dist = stack_distances(sub_prev)
+    sub_reuse = reuse[keep]
+    eligible = hits_within(sub_reuse, lifetime_us) if lifetime_us is not None else None
+    return shards_hit_tokens(dist, stream.ref_tokens[keep], rate, _ref_tokens(stream),
+                             eligible)  # fmt: skip
+
+
+def _ref_tokens(stream: BlockStream) -> int:
+    return int(stream.ref_tokens.sum(dtype=np.int64))
 
 
 def _recommend(

@@ -72,3 +72,39 @@ def curve_capacities(
     if caps.size < 64:
         caps = np.arange(1, upper + 1, dtype=np.int64)
     return np.unique(np.concatenate([caps, np.asarray(extra, dtype=np.int64)]))
+
+
+# --- SHARDS: spatially sampled curve for very long streams --------------------------------
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_SPACE = 1 << 24
+
+
+def sampled(ids: np.ndarray, rate: float) -> np.ndarray:
+    """SHARDS spatial sampling: a key is in the sample when hash(key) mod P < rate * P, so
+    every reference to a sampled key is kept (reuse distances stay meaningful)."""
+    hashed = (ids.astype(np.uint64) * _GOLDEN) >> np.uint64(40)  # top 24 bits
+    return hashed < np.uint64(round(rate * _SPACE))
+
+
+def shards_hit_tokens(dist: np.ndarray, tokens: np.ndarray, rate: float, total_tokens: int,
+                      eligible: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """cum[C] estimated from a sample's stack distances (SHARDS with its count adjustment).
+
+    A sampled distance d stands for d / rate in the full stream, and each sampled token for
+    1 / rate tokens. The adjustment adds the difference between the expected and the
+    actual sampled tokens to the smallest distance, which removes the bias of a sample
+    that happens to catch more or fewer references than its rate.
+    """
+    mask = dist > 0
+    if eligible is not None:
+        mask &= eligible
+    if not mask.any():
+        return np.zeros(1, dtype=np.int64)
+    scaled = np.ceil(dist[mask] / rate).astype(np.int64)
+    hist = np.bincount(scaled, weights=tokens[mask].astype(np.float64) / rate)
+    expected, actual = rate * total_tokens, float(tokens.sum())
+    first = int(scaled.min())
+    # may go below zero: the whole curve shifts, and only its small-capacity end (which
+    # the report marks unresolved) is clipped at zero
+    hist[first] += (expected - actual) / rate
+    return np.maximum(np.rint(np.cumsum(hist)), 0).astype(np.int64)

@@ -14,7 +14,19 @@ SCOPES = ("global", "tenant", "user")
 NO_REF = -1
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mix(key: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
+    """splitmix64's finalizer: every key bit moves every hash bit. (A plain multiplicative
+    hash would cluster keys that were themselves selected by one, e.g. a SHARDS sample.)"""
+    z = key ^ (key >> np.uint64(30))
+    z = z * _M1
+    z = z ^ (z >> np.uint64(27))
+    z = z * _M2
+    return z ^ (z >> np.uint64(31))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -28,7 +40,7 @@ def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover 
     for i in range(keys.size):
         key = keys[i]
         mask = np.int64((1 << bits) - 1)
-        slot = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+        slot = np.int64(_mix(key) >> np.uint64(64 - bits))
         while True:
             code = slots[slot]
             if code < 0:
@@ -40,11 +52,11 @@ def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover 
                     slots = np.full(1 << bits, -1, dtype=np.int64)
                     mask = np.int64((1 << bits) - 1)
                     for c in range(count):
-                        s = np.int64((uniques[c] * _GOLDEN) >> np.uint64(64 - bits))
+                        s = np.int64(_mix(uniques[c]) >> np.uint64(64 - bits))
                         while slots[s] >= 0:
                             s = (s + 1) & mask
                         slots[s] = c
-                    slot = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+                    slot = np.int64(_mix(key) >> np.uint64(64 - bits))
                     continue
                 slots[slot] = count
                 uniques[count] = key

@@ -73,6 +73,23 @@ def bench_mrc(args) -> None:
         f"  engine time {engine:.2f} s ({args.refs / engine / 1e6:.1f} M refs/s), "
         f"peak RSS {peak_rss_mb():.0f} MB, ceiling {curve[-1] / tokens.sum():.4f}"
     )
+    if args.shards_rate:
+        from analysis.mrc import sampled, shards_hit_tokens
+
+        rate, total = args.shards_rate, int(tokens.sum())
+        start = time.perf_counter()
+        keep = sampled(dense, rate)
+        sub, sub_distinct = dense_ids(dense[keep])
+        approx = shards_hit_tokens(
+            stack_distances(prev_next(sub, sub_distinct)[0]), tokens[keep], rate, total
+        )
+        took = time.perf_counter() - start
+        caps = np.arange(int(np.ceil(100 / rate)), curve.size)
+        error = np.abs(curve[caps] - approx[np.minimum(caps, approx.size - 1)]).max() / total
+        print(
+            f"  SHARDS rate {rate}: {int(keep.sum()):,} sampled references, {took:.2f} s; "
+            f"max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
+        )
 
 
 # --- pre-hashed traces vs kvcache-simulator ------------------------------------------------
@@ -210,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--refs", type=int, default=10_000_000)
     p.add_argument("--keys", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--shards-rate", type=float, default=None, help="also compare SHARDS at R")
     p = sub.add_parser("trace", help="pre-hashed trace, whole process, vs kvcache-simulator")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--kvsim", help="path of the kvcache-simulator executable (optional)")

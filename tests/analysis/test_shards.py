@@ -1,0 +1,54 @@
+"""SHARDS: the sampled curve equals the exact one at rate 1, and stays close below it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis import AnalysisParams, analyze
+from analysis.mrc import hit_tokens_by_capacity, sampled, shards_hit_tokens, stack_distances
+from analysis.reuse import dense_ids, prev_next
+from analysis.stream import BlockStream
+
+
+def _zipf_stream(n: int, keys: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = (rng.zipf(1.2, n) % keys).astype(np.int64)
+    return dense_ids(ids)
+
+
+def test_rate_one_is_the_exact_curve():
+    ids, distinct = _zipf_stream(50_000, 5_000, 1)
+    tokens = np.full(ids.size, 16, dtype=np.int32)
+    dist = stack_distances(prev_next(ids, distinct)[0])
+    assert sampled(ids, 1.0).all()
+    exact = hit_tokens_by_capacity(dist, tokens)
+    assert np.array_equal(shards_hit_tokens(dist, tokens, 1.0, int(tokens.sum())), exact)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.05])
+def test_sampled_curve_is_within_a_few_points_of_the_exact_one(rate):
+    ids, distinct = _zipf_stream(400_000, 40_000, 2)
+    tokens = np.full(ids.size, 16, dtype=np.int32)
+    total = int(tokens.sum())
+    exact = hit_tokens_by_capacity(stack_distances(prev_next(ids, distinct)[0]), tokens)
+    keep = sampled(ids, rate)
+    # the sample really is spatial: every reference to a kept key is kept
+    assert set(ids[keep]).isdisjoint(set(ids[~keep]))
+    sub, sub_distinct = dense_ids(ids[keep])
+    approx = shards_hit_tokens(stack_distances(prev_next(sub, sub_distinct)[0]),
+                               tokens[keep], rate, total)  # fmt: skip
+    capacities = np.arange(int(100 / rate), exact.size, 97)
+    exact_ratio = exact[np.minimum(capacities, exact.size - 1)] / total
+    approx_ratio = approx[np.minimum(capacities, approx.size - 1)] / total
+    assert np.abs(exact_ratio - approx_ratio).max() <= 0.02
+
+
+def test_analyze_says_when_the_curve_is_sampled(ingest_rows, trace):
+    rows = [trace(i * 1000, [i % 37, 1000 + i % 11], 10) for i in range(3000)]
+    stream: BlockStream = ingest_rows(rows, block_tokens=10)
+    report = analyze(stream, AnalysisParams(mrc_exact_limit=1000, shards_rate=0.5))
+    assert report.mrc_exact is False and report.mrc_sampling_rate == 0.5
+    assert [p["resolved"] for p in report.mrc] == [p["capacity_slots"] >= 200 for p in report.mrc]
+    exact = analyze(stream, AnalysisParams())
+    assert exact.mrc_exact is True and "resolved" not in exact.mrc[0]
