@@ -151,6 +151,20 @@ def mrc_figure(report: dict) -> dict:
             hovertemplate="%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit<extra></extra>",
         )
     )
+    unresolved = [p for p in report["mrc"] if p.get("resolved") is False]
+    if unresolved:  # a SHARDS-sampled curve is noise below 100 / R slots: say so on it
+        rate = report.get("mrc_sampling_rate")
+        fig.add_trace(
+            go.Scatter(
+                x=[p["capacity_bytes"] / GIB for p in unresolved],
+                y=[_pct(p["hit_ratio"]) for p in unresolved],
+                mode="markers",
+                name=f"unresolved (sampled at {rate:g})",
+                uid="unresolved",
+                marker={"color": MUTED, "symbol": "x", "size": 6},
+                hovertemplate="%{x:.2f} GiB: below 100/R slots, not resolved<extra></extra>",
+            )
+        )
     positive = [x for x in xs if x > 0]
     span = [positive[0], positive[-1]] if positive else [1 / 1024, 1]
     lifetime = rec.get("lifetime_s")

@@ -355,3 +355,19 @@ def test_finder_through_django(settings):
     ]
     found = finders.find("vendor/plotly/plotly.min.js")
     assert found and Path(found).is_file()
+
+
+def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
+    from analysis import AnalysisParams, IngestOptions, analyze, ingest
+    from bench.generate import mooncake_requests, write_jsonl
+    from console.charts import mrc_figure
+
+    path = tmp_path / "trace.jsonl"
+    write_jsonl(mooncake_requests(3000, seed=5, documents=100), path)
+    stream = ingest([path], IngestOptions(hash_key=b"test-secret-0123456789"))
+    report = analyze(stream, AnalysisParams(mrc_exact_limit=10, shards_rate=0.25)).to_dict()
+    assert report["mrc_exact"] is False and report["mrc_sampling_rate"] == 0.25
+    below = [p for p in report["mrc"] if p["capacity_slots"] < 100 / 0.25]
+    assert below and all(p["resolved"] is False for p in below)
+    trace = next(t for t in mrc_figure(report)["data"] if t.get("uid") == "unresolved")
+    assert trace["x"] == [p["capacity_bytes"] / 2**30 for p in below]
