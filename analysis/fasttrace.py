@@ -53,14 +53,36 @@ def read_trace(path: str | Path, block_tokens: int) -> TraceColumns | None:
     path = Path(path)
     with open(path, "rb") as fh:
         gz = fh.read(2) == GZIP_MAGIC
+    parts: list[TraceColumns] = []
     try:
         source = pa.input_stream(str(path), compression="gzip" if gz else None)
-        table = pj.read_json(source, read_options=_READ, parse_options=_PARSE)
+        # batch by batch: the parse buffers of one block at a time, not of the whole file
+        for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):
+            part = (
+                _checked(pa.Table.from_batches([batch]), block_tokens) if batch.num_rows else None
+            )
+            if part is None and batch.num_rows:
+                return None
+            if part is not None:
+                parts.append(part)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
         return None
-    if table.num_rows == 0:
-        return None
-    return _checked(table, block_tokens)
+    finally:
+        # numpy owns copies of all that is kept; hand Arrow's pooled memory back to the OS
+        pa.default_memory_pool().release_unused()
+    return _joined(parts) if parts else None
+
+
+def _joined(parts: list[TraceColumns]) -> TraceColumns:
+    if len(parts) == 1:
+        return parts[0]
+    arrays = {
+        name: np.concatenate([getattr(p, name) for p in parts])
+        for name in ("t_us", "input_length", "output_tokens", "nblocks", "keys", "last_tokens")
+    }
+    strings = {name: [v for p in parts for v in getattr(p, name)]
+               for name in ("tenant", "user", "model")}  # fmt: skip
+    return TraceColumns(**arrays, **strings)
 
 
 def _strings(table: pa.Table, name: str, nested: str | None = None) -> list[str]:
@@ -94,8 +116,7 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     consistent = np.where(nblocks > 0, (last > 0) & (last <= block_tokens), inputs == 0)
     if not consistent.all():
         return None
-    keys = flat.values.to_numpy().astype(np.int64, copy=False).view(np.uint64)
-    keys = keys[offsets[0] : offsets[-1]]
+    keys = flat.values.to_numpy()[offsets[0] : offsets[-1]].astype(np.int64).view(np.uint64)
     return TraceColumns(
         t_us=np.rint(ms * 1000).astype(np.int64),
         input_length=inputs.astype(np.int64),

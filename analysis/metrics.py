@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numba
 import numpy as np
 
 from analysis.budgets import ServingShape, memory_budgets
@@ -142,7 +143,7 @@ def analyze(
     def ratio(hit_tokens: int) -> float:
         return hit_tokens / total_tokens if total_tokens else 0.0
 
-    infinite_hits = int(tokens[hits_within(reuse, None)].sum())
+    infinite_hits = int(tokens.sum(where=reuse >= 0, dtype=np.int64))
     occ = occurrences(stream, salts) if stream.source_format == "chat" else None
     kinds = segment_kinds(stream, params.doc_min_tokens) if occ is not None else None
 
@@ -151,13 +152,14 @@ def analyze(
     for window_s in params.windows_s:
         w_us = to_us(window_s)
         hit = hits_within(reuse, w_us)
+        hit_tokens = int(tokens.sum(where=hit, dtype=np.int64))
         useful = useful_working_set(grid, ref_grid, prev, reuse, w_us)
         ttl = ttl_occupancy(grid, stream.req_t_us, ref_req, ref_grid, nxt, w_us)
         p95, median = useful.time_weighted_quantiles(t_first, t_last, (0.95, 0.5))
         report = WindowReport(
             window_s=float(window_s),
-            hit_ratio=ratio(int(tokens[hit].sum())),
-            hit_tokens=int(tokens[hit].sum()),
+            hit_ratio=ratio(hit_tokens),
+            hit_tokens=hit_tokens,
             useful_ws_peak_bytes=useful.peak * slot_bytes,
             useful_ws_p95_bytes=p95 * slot_bytes,
             useful_ws_median_bytes=median * slot_bytes,
@@ -327,16 +329,33 @@ def _series(
 
 def _reuse_histogram(reuse_us: np.ndarray, tokens: np.ndarray, windows: tuple[float, ...]) -> dict:
     """Token-weighted reuse-time distribution on log-spaced bins (seconds)."""
-    seen = reuse_us >= 0
-    seconds = np.maximum(reuse_us[seen] / 1e6, 1e-3)
-    top = max(float(seconds.max(initial=1.0)), max(windows), 1.0)
+    top = max(float(reuse_us.max(initial=0)) / 1e6, max(windows), 1.0)
     edges = np.geomspace(1e-3, top * 1.0001, 61)
-    counts, _ = np.histogram(seconds, bins=edges, weights=tokens[seen])
+    counts, first = _log_histogram(reuse_us, tokens, np.log(edges[0]),
+                                   np.log(edges[-1] / edges[0]) / (edges.size - 1),
+                                   edges.size - 1)  # fmt: skip
     return {
         "edges_s": edges.round(6).tolist(),
-        "tokens": counts.astype(np.int64).tolist(),
-        "first_reference_tokens": int(tokens[~seen].sum()),
+        "tokens": counts.tolist(),
+        "first_reference_tokens": int(first),
     }
+
+
+@numba.njit(cache=True, nogil=True)
+def _log_histogram(reuse_us, tokens, log_low, log_step, bins):  # pragma: no cover
+    """Token-weighted counts on log-spaced bins of reuse time (seconds, at least 1 ms),
+    in one pass; the tokens of first references are summed apart."""
+    counts = np.zeros(bins, dtype=np.int64)
+    first = 0
+    for i in range(reuse_us.size):
+        r = reuse_us[i]
+        if r < 0:
+            first += tokens[i]
+            continue
+        seconds = max(r / 1e6, 1e-3)
+        b = int((np.log(seconds) - log_low) / log_step)
+        counts[min(max(b, 0), bins - 1)] += tokens[i]
+    return counts, first
 
 
 def _routes(stream: BlockStream) -> list[dict]:

@@ -54,13 +54,30 @@ def hit_tokens_by_capacity(
 
     `eligible` restricts hits further (a block lifetime: reuse time <= L).
     """
-    mask = dist > 0
-    if eligible is not None:
-        mask &= eligible
-    if not mask.any():
-        return np.zeros(1, dtype=np.int64)
-    hist = np.bincount(dist[mask], weights=tokens[mask].astype(np.float64))
-    return np.cumsum(np.rint(hist).astype(np.int64))
+    if eligible is None:
+        eligible = np.ones(0, dtype=np.bool_)  # empty: every reference is eligible
+    hist = _distance_histogram(dist, tokens, eligible)
+    return np.cumsum(hist)
+
+
+@numba.njit(cache=True, nogil=True)
+def _distance_histogram(dist, tokens, eligible):  # pragma: no cover (compiled)
+    """Tokens per stack distance, in one pass (no masked copies of N-long columns)."""
+    top = 0
+    for i in range(dist.size):
+        if dist[i] > top:
+            top = dist[i]
+    hist = np.zeros(top + 1, dtype=np.int64)
+    check = eligible.size > 0
+    for i in range(dist.size):
+        d = dist[i]
+        if d > 0 and (not check or eligible[i]):
+            hist[d] += tokens[i]
+    # trailing distances that were never eligible add nothing: trim them
+    end = hist.size
+    while end > 1 and hist[end - 1] == 0:
+        end -= 1
+    return hist[:end]
 
 
 def curve_capacities(
