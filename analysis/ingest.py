@@ -15,6 +15,7 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    ByteRange,
     ChatReader,
     ChatRequest,
     LogFile,
@@ -23,6 +24,7 @@ from analysis.readers import (
     TraceRequest,
     decode_line,
     detect_format,
+    split_lines,
 )
 from analysis.stream import (
     ROLE_DOCUMENT_PART,
@@ -433,6 +435,7 @@ def ingest_streams(
     paths: Sequence[str | Path],
     options: IngestOptions,
     progress: ProgressFn | None = None,
+    byte_range: ByteRange | None = None,
 ) -> dict[int, BlockStream]:
     """Read every log once into block streams, one per block size (the first is
     options.block_tokens or the format's default, then options.extra_block_tokens).
@@ -442,8 +445,10 @@ def ingest_streams(
     """
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
+    if byte_range is not None and len(paths) != 1:
+        raise ValueError("a byte range is part of one file")
     log = ErrorLog(max_listed=options.max_listed_errors)
-    files = [LogFile(p) for p in paths]
+    files = [LogFile(p, byte_range) for p in paths]
     total_bytes = sum(f.size for f in files) or 1
     done_bytes = 0
     builder: StreamBuilder | None = None
@@ -457,7 +462,12 @@ def ingest_streams(
 
     for file_index, log_file in enumerate(files):
         reader: Reader | None = None
-        if options.format != "chat" and (builder is None or builder.source_format == "mooncake"):
+        whole = byte_range is None
+        if (
+            whole
+            and options.format != "chat"
+            and (builder is None or builder.source_format == "mooncake")
+        ):
             fast = _fast_trace(log_file, builder, options)
             if fast is not None:
                 builder, cols = fast
@@ -534,3 +544,138 @@ def _reader(builder: StreamBuilder, log: ErrorLog) -> Reader:
     if builder.source_format == "mooncake":
         return MooncakeReader(log, builder.block_tokens)
     return ChatReader(log)
+
+
+def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
+    """One block stream from the streams of consecutive parts of one log (parallel ingest),
+    exactly as if the log had been read in one pass: codes and segment indices are remapped
+    by value, requests are put in time order (ties: file order)."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    if any(p.block_tokens != first.block_tokens or p.source_format != first.source_format
+           for p in parts):  # fmt: skip
+        raise ValueError("parts differ in block size or format")
+    tenants, users, routes = _Codes(), _Codes(), _Codes()
+
+    def remap(codes: _Codes, values: list[str], column: np.ndarray) -> np.ndarray:
+        table = np.array([codes.code(v) for v in values], dtype=np.int32)
+        return table[column] if column.size else column.astype(np.int32)
+
+    seg_index: dict[int, int] = {}
+    seg_id, seg_role, seg_tokens, seg_label, seg_preview = [], [], [], [], []
+    previews = first.seg_preview is not None
+    req_cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "t", "tenant", "user", "route", "prompt", "output", "line", "file", "blocks")}  # fmt: skip
+    keys, occ_req, occ_seg, occ_offset = [], [], [], []
+    offset = 0
+    for part in parts:
+        req_cols["t"].append(part.req_t_us)
+        req_cols["tenant"].append(remap(tenants, part.tenants, part.req_tenant))
+        req_cols["user"].append(remap(users, part.users, part.req_user))
+        req_cols["route"].append(remap(routes, part.routes, part.req_route))
+        req_cols["prompt"].append(part.req_prompt_tokens)
+        req_cols["output"].append(part.req_output_tokens)
+        req_cols["line"].append(part.req_line)
+        req_cols["file"].append(part.req_file)
+        req_cols["blocks"].append(np.diff(part.req_ref_start))
+        keys.append(part.ref_key)
+        mapping = np.empty(part.seg_id.size, dtype=np.int32)
+        for i, sid in enumerate(part.seg_id.tolist()):
+            found = seg_index.get(sid)
+            if found is None:
+                found = seg_index[sid] = len(seg_id)
+                seg_id.append(sid)
+                seg_role.append(int(part.seg_role_class[i]))
+                seg_tokens.append(int(part.seg_tokens[i]))
+                seg_label.append(part.seg_label[i])
+                if previews:
+                    seg_preview.append(part.seg_preview[i])
+            else:  # any part typing it as a document makes it one (ROLE_DOCUMENT_PART < OTHER)
+                seg_role[found] = min(seg_role[found], int(part.seg_role_class[i]))
+                seg_label[found] = seg_label[found] or part.seg_label[i]
+            mapping[i] = found
+        occ_req.append(part.occ_req.astype(np.int64) + offset)
+        occ_seg.append(mapping[part.occ_seg] if part.occ_seg.size else part.occ_seg)
+        occ_offset.append(part.occ_offset)
+        offset += part.requests
+    cat = {k: np.concatenate(v) for k, v in req_cols.items()}
+    start = np.zeros(cat["t"].size + 1, dtype=np.int64)
+    np.cumsum(cat["blocks"], out=start[1:])
+    key_column = np.concatenate(keys)
+    token_column = np.concatenate([p.ref_tokens for p in parts])
+    occ = (np.concatenate(occ_req), np.concatenate(occ_seg).astype(np.int32),
+           np.concatenate(occ_offset))  # fmt: skip
+    order = np.argsort(cat["t"], kind="stable")
+    notes = list(dict.fromkeys(n for p in parts for n in p.notes))
+    if np.any(order != np.arange(order.size)):
+        ref_index = _gather_ranges(start, order)
+        key_column, token_column = key_column[ref_index], token_column[ref_index]
+        cat = {k: v[order] for k, v in cat.items()}
+        np.cumsum(cat["blocks"], out=start[1:])
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        occ_req_sorted = rank[occ[0]]
+        occ_order = np.argsort(occ_req_sorted, kind="stable")
+        occ = (occ_req_sorted[occ_order], occ[1][occ_order], occ[2][occ_order])
+    # requests out of order are counted against the file's own order, as one pass counts them
+    notes = [n for n in notes if "out of time order" not in n]
+    in_file = cat["t"][np.argsort(cat["line"], kind="stable")]
+    file_order = np.argsort(in_file, kind="stable")
+    moved = int(np.count_nonzero(file_order != np.arange(file_order.size)))
+    if moved:
+        notes.append(f"{moved} requests were out of time order; they were sorted by timestamp")
+    stats = {k: sum(p.stats.get(k, 0) for p in parts) for k in first.stats}
+    return BlockStream(
+        source_format=first.source_format,
+        block_tokens=first.block_tokens,
+        req_t_us=cat["t"],
+        req_tenant=cat["tenant"],
+        req_user=cat["user"],
+        req_route=cat["route"],
+        req_prompt_tokens=cat["prompt"],
+        req_output_tokens=cat["output"],
+        req_line=cat["line"],
+        req_file=cat["file"],
+        req_ref_start=start,
+        tenants=tenants.values,
+        users=users.values,
+        routes=routes.values,
+        files=first.files,
+        ref_key=key_column,
+        ref_tokens=token_column,
+        seg_id=np.array(seg_id, dtype=np.uint64),
+        seg_role_class=np.array(seg_role, dtype=np.int8),
+        seg_tokens=np.array(seg_tokens, dtype=np.int32),
+        seg_label=seg_label,
+        seg_preview=seg_preview if previews else None,
+        occ_req=occ[0].astype(np.int32),
+        occ_seg=occ[1],
+        occ_offset=occ[2],
+        errors=[e for p in parts for e in p.errors],
+        skipped_lines=sum(p.skipped_lines for p in parts),
+        notes=notes,
+        stats=stats,
+    )
+
+
+def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> BlockStream:
+    """The single-process form of parallel ingest: split one plain log into line-aligned
+    byte ranges, ingest each on its own, merge. (Celery runs the same pieces as a chord.)
+    A part with no usable line contributes its errors only."""
+    streams: list[BlockStream] = []
+    skipped: list[UnusableInput] = []
+    for byte_range in split_lines(path, parts):
+        try:
+            streams.append(next(iter(ingest_streams([path], options, byte_range=byte_range)
+                                     .values())))  # fmt: skip
+        except UnusableInput as exc:
+            skipped.append(exc)
+    if not streams:
+        errors = [e for exc in skipped for e in exc.errors]
+        raise UnusableInput(str(skipped[0]), errors, sum(x.skipped_lines for x in skipped))
+    merged = merge_streams(streams)
+    for exc in skipped:  # keep every bad line's reason, in file order
+        merged.errors = sorted([*merged.errors, *exc.errors], key=lambda e: e["line"])
+        merged.skipped_lines += exc.skipped_lines
+    return merged

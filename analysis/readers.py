@@ -73,16 +73,61 @@ class Reader(Protocol):
 
 
 # --- lines -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ByteRange:
+    """Part of a plain log: the lines that start in [start, end); the first is line
+    `first_line` of the file (so errors name the file's own line numbers)."""
+
+    start: int
+    end: int
+    first_line: int
+
+
+def split_lines(path: str | Path, parts: int, chunk: int = 1 << 20) -> list[ByteRange]:
+    """About equal, line-aligned byte ranges of a plain (not gzip) file, for parallel
+    ingest. One read of the file, counting newlines."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            raise ValueError(f"{path.name}: a gzip file cannot be split; ingest it whole")
+    targets = [size * i // parts for i in range(1, parts)]
+    bounds, lines_before = [0], [1]
+    offset, lines = 0, 0
+    with open(path, "rb") as fh:
+        while targets and (data := fh.read(chunk)):
+            while targets:
+                at = max(targets[0] - offset, 0)
+                newline = data.find(b"\n", at)
+                if newline < 0:
+                    break
+                cut = offset + newline + 1
+                targets.pop(0)
+                if cut > bounds[-1] and cut < size:
+                    bounds.append(cut)
+                    lines_before.append(lines + data.count(b"\n", 0, newline + 1) + 1)
+            lines += data.count(b"\n")
+            offset += len(data)
+    bounds.append(size)
+    return [ByteRange(bounds[i], bounds[i + 1], lines_before[i]) for i in range(len(bounds) - 1)]
+
+
 class LogFile:
     """A log opened for streaming: yields (line number, raw bytes) and reports progress
-    in bytes of the file on disk (compressed bytes for gzip)."""
+    in bytes of the file on disk (compressed bytes for gzip). With a ByteRange, only the
+    lines that start inside it (plain files only)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, byte_range: ByteRange | None = None):
         self.path = Path(path)
-        self.size = self.path.stat().st_size
+        self.byte_range = byte_range
+        total = self.path.stat().st_size
+        self.size = total if byte_range is None else byte_range.end - byte_range.start
         self._raw: IO[bytes] | None = None
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
+        if self.byte_range is not None:
+            yield from self._range_lines(self.byte_range)
+            return
         with open(self.path, "rb") as raw:
             self._raw = raw
             stream: IO[bytes] = raw
@@ -97,6 +142,16 @@ class LogFile:
                 raise UnusableInput(f"{self.path.name}: cannot decompress: {exc}") from None
             finally:
                 self._raw = None
+
+    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes]]:
+        with open(self.path, "rb") as raw:
+            raw.seek(part.start)
+            position = part.start
+            for number, line in enumerate(raw, part.first_line):
+                if position >= part.end:
+                    break
+                yield number, line
+                position += len(line)
 
     def bytes_read(self) -> int:
         raw = self._raw
