@@ -47,6 +47,8 @@ class Upload(Job):
     format = models.CharField(max_length=10, default="auto")
     block_sizes = models.JSONField(default=list, blank=True)  # [] = the format's default
     previews = models.BooleanField(default=False)
+    # >1: the ingest is split into this many line-aligned parts, one Celery task each
+    ingest_parts = models.PositiveSmallIntegerField(default=1)
     keep_raw_until = models.DateField(null=True, blank=True)
     # raw files under generated names in MEDIA_ROOT/raw; emptied once deleted
     raw_paths = models.JSONField(default=list, blank=True)

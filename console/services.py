@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_streams
-from analysis.ingest import DEFAULT_BLOCK_TOKENS
+from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_streams
+from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
 
@@ -84,10 +87,13 @@ def upload_create(
     block_sizes: Sequence[int] = (),
     previews: bool = False,
     keep_raw_until=None,
+    parts: int | None = None,
 ) -> Upload:
-    """Store the raw files under generated names and queue the ingest (after commit)."""
+    """Store the raw files under generated names and queue the ingest (after commit).
+    `parts` > 1 splits one plain log over that many tasks (default: by settings)."""
     stored = [_store_raw(source) for source in sources]
     upload = Upload.objects.create(
+        ingest_parts=parts or _parts_for([path for path, _ in stored]),
         name=name,
         created_by=user,
         format=format,
@@ -197,24 +203,144 @@ def _fail(model, pk: int, message: str) -> None:
     )
 
 
+def _parts_for(paths: list[Path]) -> int:
+    """Split one big plain log over the workers; gzip and multi-file uploads stay whole."""
+    if len(paths) != 1 or settings.KVSCOPE_INGEST_PARTS < 2:
+        return 1
+    with open(paths[0], "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            return 1
+    big = paths[0].stat().st_size >= settings.KVSCOPE_PARALLEL_MIN_BYTES
+    return settings.KVSCOPE_INGEST_PARTS if big else 1
+
+
+def _upload_ingest_options(upload: Upload):
+    sizes = list(upload.block_sizes)
+    return ingest_options(
+        format=upload.format,
+        block_tokens=sizes[0] if sizes else None,
+        extra_block_tokens=tuple(sizes[1:]),
+        previews=upload.previews,
+    )
+
+
+def _parts_folder(upload_id: int) -> Path:
+    return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}" / "parts"
+
+
 def upload_ingest(*, upload_id: int) -> None:
     """Ingest an upload into one block stream per block size, then run the default
-    analysis on the first. Claims the row first: a second delivery does nothing."""
+    analysis on the first. Claims the row first: a second delivery does nothing.
+    A split upload fans out to one task per part and merges in a chord's callback."""
     if not _claim(Upload, upload_id):
         return
     upload = Upload.objects.get(pk=upload_id)
-    sizes = list(upload.block_sizes)
+    if upload.ingest_parts > 1 and len(upload.raw_paths) == 1:
+        _ingest_in_parts(upload)
+        return
     try:
         streams = ingest_streams(
             upload.raw_paths,
-            ingest_options(
-                format=upload.format,
-                block_tokens=sizes[0] if sizes else None,
-                extra_block_tokens=tuple(sizes[1:]),
-                previews=upload.previews,
-            ),
+            _upload_ingest_options(upload),
             progress=_progress_writer(Upload, upload_id, counters=True),
         )
+    except Exception as exc:
+        _ingest_failed(upload, exc)
+        return
+    _finish_ingest(upload, streams)
+
+
+def _ingest_in_parts(upload: Upload) -> None:
+    from celery import chord
+
+    from console.tasks import ingest_merge_task, ingest_part_task
+
+    ranges = split_lines(upload.raw_paths[0], upload.ingest_parts)
+    shutil.rmtree(_parts_folder(upload.pk), ignore_errors=True)  # a redelivered run
+    Upload.objects.filter(pk=upload.pk).update(
+        stage="reading", progress_done=0, progress_total=upload.raw_size
+    )
+    header = [
+        ingest_part_task.s(upload.pk, i, r.start, r.end, r.first_line) for i, r in enumerate(ranges)
+    ]
+    chord(header)(ingest_merge_task.si(upload.pk, len(ranges)))
+
+
+def upload_ingest_part(
+    *, upload_id: int, index: int, start: int, end: int, first_line: int
+) -> None:
+    """One line-aligned part: its block streams (or its errors) under the parts folder."""
+    upload = Upload.objects.get(pk=upload_id)
+    folder = _parts_folder(upload_id) / f"p{index:04d}"
+    try:
+        streams = ingest_streams(
+            upload.raw_paths,
+            _upload_ingest_options(upload),
+            byte_range=ByteRange(start, end, first_line),
+        )
+        for size, stream in streams.items():
+            stream.save(folder / f"b{size}")
+    except UnusableInput as exc:
+        folder.mkdir(parents=True, exist_ok=True)
+        note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines}
+        (folder / "unusable.json").write_bytes(orjson.dumps(note))
+    Upload.objects.filter(pk=upload_id).update(progress_done=F("progress_done") + (end - start))
+
+
+def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
+    """The chord's callback: merge the parts' streams in file order, then finish."""
+    upload = Upload.objects.get(pk=upload_id)
+    if upload.status != JobStatus.RUNNING:
+        return
+    by_size: dict[int, list[BlockStream]] = {}
+    unusable = []
+    for i in range(parts):
+        folder = _parts_folder(upload_id) / f"p{i:04d}"
+        if (folder / "unusable.json").exists():
+            unusable.append(orjson.loads((folder / "unusable.json").read_bytes()))
+            continue
+        for sub in sorted(folder.glob("b*")):
+            by_size.setdefault(int(sub.name[1:]), []).append(BlockStream.load(sub))
+    try:
+        if not by_size:
+            errors = [e for u in unusable for e in u["errors"]]
+            skipped = sum(u["skipped_lines"] for u in unusable)
+            raise UnusableInput(unusable[0]["reason"], errors, skipped)
+        sizes = [s for s in upload.block_sizes if s in by_size]
+        order = sizes + [s for s in by_size if s not in sizes]
+        if not upload.block_sizes:  # the format's default size
+            order = sorted(by_size)
+        streams = {size: merge_streams(by_size[size]) for size in order}
+        for stream in streams.values():
+            for u in unusable:  # every bad line's reason, in file order
+                stream.errors = sorted([*stream.errors, *u["errors"]], key=lambda e: e["line"])
+                stream.skipped_lines += u["skipped_lines"]
+    except Exception as exc:
+        _ingest_failed(upload, exc)
+        return
+    _finish_ingest(upload, streams)
+    shutil.rmtree(_parts_folder(upload_id), ignore_errors=True)
+
+
+def _ingest_failed(upload: Upload, exc: Exception) -> None:
+    if isinstance(exc, UnusableInput):
+        _fail(Upload, upload.pk, str(exc))
+        if upload.keep_raw_until is None:  # nothing to retry: the bytes stay unusable
+            upload_delete_raw(upload_id=upload.pk)
+        return
+    log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
+    _fail(Upload, upload.pk, f"internal error: {type(exc).__name__}: {exc}")
+    if upload.keep_raw_until is None:  # kept a day for a retry, then purged
+        Upload.objects.filter(pk=upload.pk).update(
+            keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
+        )
+    raise exc
+
+
+def _finish_ingest(upload: Upload, streams: dict[int, BlockStream]) -> None:
+    """Write the streams, run the default analysis, mark the upload done."""
+    upload_id = upload.pk
+    try:
         Upload.objects.filter(pk=upload_id).update(stage="writing")
         folder = Path(settings.ARTIFACT_ROOT) / f"upload-{upload.pk}"
         paths = {str(size): str(s.save(folder / f"b{size}")) for size, s in streams.items()}
@@ -222,19 +348,9 @@ def upload_ingest(*, upload_id: int) -> None:
         Upload.objects.filter(pk=upload_id).update(stage="analyzing")
         params = dict(DEFAULT_PARAMS)
         report = analyze(first, analysis_params(**params), progress=None)
-    except UnusableInput as exc:
-        _fail(Upload, upload_id, str(exc))
-        if upload.keep_raw_until is None:  # nothing to retry: the bytes stay unusable
-            upload_delete_raw(upload_id=upload_id)
-        return
     except Exception as exc:
-        log.exception("ingest of upload %s failed", upload_id)
-        _fail(Upload, upload_id, f"internal error: {type(exc).__name__}: {exc}")
-        if upload.keep_raw_until is None:  # kept a day for a retry, then purged
-            Upload.objects.filter(pk=upload_id).update(
-                keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
-            )
-        raise
+        _ingest_failed(upload, exc)
+        return
     now = timezone.now()
     delete_raw = upload.keep_raw_until is None
     with transaction.atomic():

@@ -132,6 +132,11 @@ KVSCOPE_UPLOAD_MAX_BYTES = env_int("KVSCOPE_UPLOAD_MAX_BYTES", 10 * 1024**3, min
 FILE_UPLOAD_HANDLERS = ["console.uploads.SizeLimitedUploadHandler"]
 FILE_UPLOAD_TEMP_DIR = env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or None
 
+# Parallel ingest: a plain log of at least KVSCOPE_PARALLEL_MIN_BYTES is split into this
+# many line-aligned parts, one Celery task each (1 = never split).
+KVSCOPE_INGEST_PARTS = env_int("KVSCOPE_INGEST_PARTS", 1, minimum=1)
+KVSCOPE_PARALLEL_MIN_BYTES = env_int("KVSCOPE_PARALLEL_MIN_BYTES", 256 * 1024**2, minimum=1)
+
 # Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.
 KVSCOPE_TIKTOKEN_DIR = env_str("KVSCOPE_TIKTOKEN_DIR", "")
 KVSCOPE_MAX_LISTED_ERRORS = env_int("KVSCOPE_MAX_LISTED_ERRORS", 1000, minimum=1)
@@ -140,6 +145,13 @@ KVSCOPE_MAX_LISTED_ERRORS = env_int("KVSCOPE_MAX_LISTED_ERRORS", 1000, minimum=1
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 # No broker: run tasks in-process, so the embedded default needs no extra service.
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# A chord (parallel ingest) needs somewhere to keep its parts' results: the broker's Redis.
+CELERY_RESULT_BACKEND = (
+    env_str(
+        "CELERY_RESULT_BACKEND", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
+    )
+    or None
+)
 CELERY_TASK_EAGER_PROPAGATES = True
 # Embedded default: run those in-process tasks in a background thread, so a long ingest
 # shows live progress instead of holding the upload request (tests turn it off).

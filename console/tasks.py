@@ -22,3 +22,20 @@ def purge_expired_raw_task() -> int:
     from console.services import purge_expired_raw
 
     return purge_expired_raw()
+
+
+@shared_task(name="kvscope.ingest_part", acks_late=True, ignore_result=False)
+def ingest_part_task(upload_id: int, index: int, start: int, end: int, first_line: int) -> int:
+    from console.services import upload_ingest_part
+
+    upload_ingest_part(
+        upload_id=upload_id, index=index, start=start, end=end, first_line=first_line
+    )
+    return index  # a chord waits for its header's results
+
+
+@shared_task(name="kvscope.ingest_merge", acks_late=True)
+def ingest_merge_task(upload_id: int, parts: int) -> None:
+    from console.services import upload_ingest_merge
+
+    upload_ingest_merge(upload_id=upload_id, parts=parts)

@@ -106,3 +106,19 @@ def test_kept_raw_files_are_purged_after_their_date(chat_log):
     call_command("purge_expired_raw")
     assert not raw.exists()
     assert Upload.objects.get(pk=upload.pk).raw_paths == []
+
+
+def test_a_split_ingest_over_a_chord_gives_the_single_pass_report(chat_log):
+    upload = upload_create(name="split", sources=[chat_log], parts=3)
+    assert upload.ingest_parts == 3
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.DONE, done.message
+    assert done.requests == 120
+    stored = Analysis.objects.get(upload=done).report
+    direct = analyze(
+        ingest([chat_log], IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY)), AnalysisParams()
+    ).to_dict()
+    stored.pop("ingest_stats"), direct.pop("ingest_stats")  # each part tokenizes on its own
+    assert stored == direct
+    # the parts' own streams are cleaned up once merged
+    assert not (Path(done.streams["256"]).parent / "parts").exists()
