@@ -220,6 +220,50 @@ def bench_reanalyze(args) -> None:
     )
 
 
+# --- parallel ingest: parts in worker processes, merged --------------------------------
+def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str):
+    from analysis import IngestOptions, ingest_streams
+    from analysis.readers import ByteRange
+
+    streams = ingest_streams([path], IngestOptions(hash_key=b"bench-secret-0123456789"),
+                             byte_range=ByteRange(start, end, first_line))  # fmt: skip
+    return str(next(iter(streams.values())).save(Path(out) / f"p{index:04d}"))
+
+
+def bench_parallel(args) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from analysis import BlockStream, IngestOptions, ingest
+    from analysis.ingest import merge_streams
+    from analysis.readers import split_lines
+    from bench.generate import chat_requests, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    log = work / f"chat-{args.requests}.jsonl"
+    if not log.exists():
+        write_jsonl(chat_requests(args.requests, documents=200), log)
+    print(
+        f"parallel ingest: {log.stat().st_size / 1e6:.0f} MB chat log, "
+        f"{args.workers} worker processes (the functions the Celery chord runs)"
+    )
+    start = time.perf_counter()
+    one = ingest([log], IngestOptions(hash_key=b"bench-secret-0123456789"))
+    single = time.perf_counter() - start
+    out = work / "parts"
+    start = time.perf_counter()
+    ranges = split_lines(log, args.workers)
+    with ProcessPoolExecutor(args.workers) as pool:
+        jobs = [(str(log), i, r.start, r.end, r.first_line, str(out)) for i, r in enumerate(ranges)]
+        folders = list(pool.map(_ingest_part, *map(list, zip(*jobs, strict=True))))
+    merged = merge_streams([BlockStream.load(f) for f in folders])
+    parallel = time.perf_counter() - start
+    same = bool((merged.ref_key == one.ref_key).all()) and merged.requests == one.requests
+    print(
+        f"  one process {single:.2f} s; {args.workers} processes + merge {parallel:.2f} s: "
+        f"{single / parallel:.2f}x; identical block stream: {same}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -240,6 +284,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="whole-process runs to take the best of"
     )
+    p = sub.add_parser("parallel", help="split ingest in worker processes vs one process")
+    p.add_argument("--requests", type=int, default=150_000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workdir")
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -248,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     REPEAT = max(1, args.repeat)
     print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
     benches = {"mrc": bench_mrc, "trace": bench_trace, "chat": bench_chat,
-               "reanalyze": bench_reanalyze}  # fmt: skip
+               "reanalyze": bench_reanalyze, "parallel": bench_parallel}  # fmt: skip
     benches[args.what](args)
 
 
