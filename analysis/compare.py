@@ -17,7 +17,7 @@ HEADLINES = (
 )
 
 
-def _window_name(seconds: float) -> str:
+def window_name(seconds: float) -> str:
     """300 -> 5 min, 3600 -> 1 h, 86400 -> 24 h, 90 -> 90 s."""
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{seconds / 3600:g} h"
@@ -47,7 +47,7 @@ def headline_rows(reports: list[dict]) -> list[dict]:
     heads = [headline(r) for r in reports]
     keys = [(key, label, unit) for key, label, unit in HEADLINES]
     windows = sorted({w["window_s"] for r in reports for w in r["windows"]})
-    keys += [(f"hit_{w:g}", f"Hit ratio within {_window_name(w)}", "ratio") for w in windows]
+    keys += [(f"hit_{w:g}", f"Hit ratio within {window_name(w)}", "ratio") for w in windows]
     rows = []
     for key, label, unit in keys:
         values = [h.get(key) for h in heads]

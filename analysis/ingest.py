@@ -671,11 +671,18 @@ def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> Blo
                                      .values())))  # fmt: skip
         except UnusableInput as exc:
             skipped.append(exc)
+    return merge_parts(streams, skipped)
+
+
+def merge_parts(streams: list[BlockStream], unusable: list[UnusableInput]) -> BlockStream:
+    """merge_streams, plus the parts that had no usable line: their bad lines are listed
+    too, in file order. Raises UnusableInput when no part had a usable line."""
     if not streams:
-        errors = [e for exc in skipped for e in exc.errors]
-        raise UnusableInput(str(skipped[0]), errors, sum(x.skipped_lines for x in skipped))
+        errors = [e for exc in unusable for e in exc.errors]
+        raise UnusableInput(str(unusable[0]), errors, sum(x.skipped_lines for x in unusable))
     merged = merge_streams(streams)
-    for exc in skipped:  # keep every bad line's reason, in file order
-        merged.errors = sorted([*merged.errors, *exc.errors], key=lambda e: e["line"])
-        merged.skipped_lines += exc.skipped_lines
+    if unusable:
+        merged.errors = sorted([*merged.errors, *(e for x in unusable for e in x.errors)],
+                               key=lambda e: e["line"])  # fmt: skip
+        merged.skipped_lines += sum(x.skipped_lines for x in unusable)
     return merged

@@ -21,6 +21,8 @@ import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 from plotly.subplots import make_subplots
 
+from analysis.compare import window_name
+
 GIB = 2**30
 
 # colours: accent first (the console's --accent), then distinguishable, colour-blind-safe-ish
@@ -41,13 +43,8 @@ SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yancho
 # --- formatting ---------------------------------------------------------------------------
 
 
-def window_label(seconds: float) -> str:
-    """300 -> "5 min", 3600 -> "1 h", 86400 -> "24 h", 90 -> "90 s", 0.5 -> "0.5 s"."""
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g} h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{seconds / 60:g} min"
-    return f"{seconds:g} s"
+# 300 -> "5 min", 3600 -> "1 h": the one formatter, shared with the pages and comparisons
+window_label = window_name
 
 
 def _gib(nbytes: float) -> float:

@@ -25,7 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_streams
-from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_streams
+from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
@@ -297,24 +297,16 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
     for i in range(parts):
         folder = _parts_folder(upload_id) / f"p{i:04d}"
         if (folder / "unusable.json").exists():
-            unusable.append(orjson.loads((folder / "unusable.json").read_bytes()))
+            note = orjson.loads((folder / "unusable.json").read_bytes())
+            unusable.append(UnusableInput(note["reason"], note["errors"], note["skipped_lines"]))
             continue
         for sub in sorted(folder.glob("b*")):
             by_size.setdefault(int(sub.name[1:]), []).append(BlockStream.load(sub))
     try:
         if not by_size:
-            errors = [e for u in unusable for e in u["errors"]]
-            skipped = sum(u["skipped_lines"] for u in unusable)
-            raise UnusableInput(unusable[0]["reason"], errors, skipped)
-        sizes = [s for s in upload.block_sizes if s in by_size]
-        order = sizes + [s for s in by_size if s not in sizes]
-        if not upload.block_sizes:  # the format's default size
-            order = sorted(by_size)
-        streams = {size: merge_streams(by_size[size]) for size in order}
-        for stream in streams.values():
-            for u in unusable:  # every bad line's reason, in file order
-                stream.errors = sorted([*stream.errors, *u["errors"]], key=lambda e: e["line"])
-                stream.skipped_lines += u["skipped_lines"]
+            merge_parts([], unusable)  # raises: no part had a usable line
+        # smallest size first, as one pass orders them (block_sizes are stored sorted)
+        streams = {size: merge_parts(by_size[size], unusable) for size in sorted(by_size)}
     except Exception as exc:
         _ingest_failed(upload, exc)
         return

@@ -13,7 +13,7 @@ import copy
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.models import Analysis, JobStatus
+from console.models import Analysis
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
 from console.policies.checks import Finding, check_body
@@ -349,8 +349,3 @@ def record_export(*, version: PolicyVersion, user, kind: str) -> None:
         obj=version,
         details={"kind": kind, "digest": version.digest},
     )
-
-
-def constrained_ready(version: PolicyVersion) -> bool:
-    rerun = version.constrained_analysis
-    return rerun is not None and rerun.status == JobStatus.DONE

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import template
 
+from analysis.compare import window_name
+
 register = template.Library()
 GIB = 1 << 30
 
@@ -48,12 +50,7 @@ def seconds(value) -> str:
     """A window or lifetime in words: 300 -> 5 min, 3600 -> 1 h, 86400 -> 24 h."""
     if value is None or value == "":
         return "—"
-    v = float(value)
-    if v >= 3600 and v % 3600 == 0:
-        return f"{v / 3600:g} h"
-    if v >= 60 and v % 60 == 0:
-        return f"{v / 60:g} min"
-    return f"{v:g} s"
+    return window_name(float(value))
 
 
 @register.filter

@@ -6,7 +6,7 @@ import numpy as np
 import orjson
 import pytest
 
-from analysis import AnalysisParams, IngestOptions, analyze, ingest
+from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
 from analysis.ingest import ingest_in_parts
 from bench.generate import chat_requests, mooncake_requests
 
@@ -52,3 +52,22 @@ def test_trace_parts_merge_to_the_single_pass(tmp_path):
     whole = ingest([log], IngestOptions(hash_key=KEY))
     merged = ingest_in_parts(log, IngestOptions(hash_key=KEY), 4)
     assert analyze(whole, AnalysisParams()).to_dict() == analyze(merged, AnalysisParams()).to_dict()
+
+
+def test_a_part_with_no_usable_line_still_lists_its_errors(tmp_path):
+    rows = [orjson.dumps(r) for r in chat_requests(60, seed=4, documents=4, doc_words=(50, 90))]
+    bad = [b'{"timestamp": 1, "messages": []}'] * 200  # the whole first part is unusable
+    log = tmp_path / "chat.jsonl"
+    log.write_bytes(b"\n".join(bad + rows) + b"\n")
+    whole = ingest([log], IngestOptions(hash_key=KEY))
+    merged = ingest_in_parts(log, IngestOptions(hash_key=KEY), 3)
+    assert merged.skipped_lines == whole.skipped_lines == 200
+    assert merged.errors == whole.errors
+    assert np.array_equal(merged.ref_key, whole.ref_key)
+    with pytest.raises(UnusableInput):
+        ingest_in_parts(_write_bad(tmp_path / "bad.jsonl"), IngestOptions(hash_key=KEY), 2)
+
+
+def _write_bad(path):
+    path.write_bytes(b'{"timestamp": 1, "messages": []}\n' * 50)
+    return path
