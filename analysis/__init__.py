@@ -10,7 +10,7 @@ usable on its own:
 """
 
 from analysis.errors import UnusableInput
-from analysis.ingest import IngestOptions, Progress, ingest, ingest_streams
+from analysis.ingest import IngestOptions, Progress, ingest, ingest_streams, ingest_to_folders
 from analysis.metrics import AnalysisParams, HostBudget, analyze
 from analysis.profiles import PRESETS, KVProfile, preset, profile_from_config, profile_from_file
 from analysis.report import Report
@@ -29,6 +29,7 @@ __all__ = [
     "analyze",
     "ingest",
     "ingest_streams",
+    "ingest_to_folders",
     "preset",
     "profile_from_config",
     "profile_from_file",

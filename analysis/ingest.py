@@ -4,11 +4,12 @@ hashing, streamed line by line; progress reported through a callback."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
 from analysis.fasttrace import TraceColumns, read_trace
@@ -26,6 +27,7 @@ from analysis.readers import (
     detect_format,
     split_lines,
 )
+from analysis.spill import SPILL_ROWS, SpillColumns
 from analysis.stream import (
     ROLE_DOCUMENT_PART,
     ROLE_INSTRUCTION,
@@ -145,7 +147,9 @@ class _BlockColumns:
         self.block_tokens = block_tokens
         self.chain = chain
         self.nblocks = array("q")
-        self.keys: list[np.ndarray] = []
+        self.keys: list[np.ndarray] = []  # not yet spilled
+        self.buffered = 0
+        self.spill_name = f"keys-{block_tokens}"
         # traces: tokens in each request's last block (every other block is full)
         self.last_tokens = array("q")
 
@@ -153,13 +157,32 @@ class _BlockColumns:
         self.nblocks.append(keys.size)
         if keys.size:
             self.keys.append(keys)
+            self.buffered += keys.size
+
+    def spill(self, spill: SpillColumns) -> None:
+        if self.keys:
+            spill.append(self.spill_name, np.concatenate(self.keys).astype(np.uint64, copy=False))
+            self.keys, self.buffered = [], 0
+
+    def all_keys(self, spill: SpillColumns | None) -> np.ndarray:
+        parts = (
+            [] if spill is None or self.spill_name not in spill else [spill.load(self.spill_name)]
+        )
+        parts += self.keys
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
 class StreamBuilder:
     """Collects requests one by one, then orders them by time into block streams, one
     per block size (sharing the request and segment tables)."""
 
-    def __init__(self, source_format: str, block_sizes: tuple[int, ...], options: IngestOptions):
+    def __init__(
+        self,
+        source_format: str,
+        block_sizes: tuple[int, ...],
+        options: IngestOptions,
+        spill: SpillColumns | None = None,
+    ):
         if source_format == "mooncake" and len(block_sizes) != 1:
             raise ValueError("a pre-hashed trace has one block size: its own")
         if any(b < 1 for b in block_sizes):
@@ -197,6 +220,9 @@ class StreamBuilder:
         self._occ_seg = array("i")
         self._occ_offset = array("q")
         self.tokens_total = 0  # every message of every request, as rendered
+        # with a spill, block keys and occurrences go to disk as they grow: memory then
+        # follows the distinct content, not the length of the log
+        self._spill = spill
 
     def _add_request(self, request: ChatRequest | TraceRequest, file_index: int) -> int:
         index = len(self._t)
@@ -229,6 +255,7 @@ class StreamBuilder:
         if cols.keys.size:
             columns.keys.append(cols.keys)
         columns.last_tokens.frombytes(cols.last_tokens.tobytes())
+        self._spill_if_full()
 
     def add_trace(self, request: TraceRequest, file_index: int) -> None:
         self._add_request(request, file_index)
@@ -241,6 +268,7 @@ class StreamBuilder:
             columns.add(request.hash_ids)
         # the last id holds what is left of the prompt (all of a trace's blocks count)
         columns.last_tokens.append(request.input_length - self.block_tokens * (blocks - 1))
+        self._spill_if_full()
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
         tokenizer = self._tokenizer
@@ -273,6 +301,33 @@ class StreamBuilder:
         for columns in self._blocks.values():
             keys = columns.chain.keys(segments, pieces)
             columns.add(keys)
+        self._spill_if_full()
+
+    _OCCURRENCES = (("occ_req", "_occ_req", np.int32), ("occ_seg", "_occ_seg", np.int32),
+                    ("occ_offset", "_occ_offset", np.int64))  # fmt: skip
+
+    def _spill_if_full(self, force: bool = False) -> None:
+        if self._spill is None:
+            return
+        for columns in self._blocks.values():
+            if force or columns.buffered >= SPILL_ROWS:
+                columns.spill(self._spill)
+        if force or len(self._occ_req) >= SPILL_ROWS:
+            for name, attr, dtype in self._OCCURRENCES:
+                values = getattr(self, attr)
+                if len(values):
+                    self._spill.append(name, np.frombuffer(values, dtype=dtype))
+                    del values[:]
+
+    def _occurrences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every occurrence in file order: what was spilled, then what is in memory."""
+        out = []
+        for name, attr, dtype in self._OCCURRENCES:
+            parts = [_np(getattr(self, attr), dtype)]
+            if self._spill is not None and name in self._spill:
+                parts.insert(0, self._spill.load(name))
+            out.append(np.concatenate(parts))
+        return out[0], out[1], out[2]
 
     def _segment(self, role: str, digest: bytes, tokens: int, message) -> int:
         seg_id = self._hasher.segment_id(role, digest)
@@ -311,23 +366,73 @@ class StreamBuilder:
     def requests(self) -> int:
         return len(self._t)
 
-    def finish(self, files: list[str], log: ErrorLog) -> dict[int, BlockStream]:
-        """One BlockStream per block size, requests in time order (ties: file order)."""
+    def write(self, folders: dict[int, Path], files: list[str], log: ErrorLog) -> dict[int, Path]:
+        """Write each block stream to its folder. With a spill and requests in time order,
+        references and occurrences are copied from disk in chunks, never all in memory (a
+        log out of time order is sorted in memory: finish, then save)."""
+        if self._spill is None or self._out_of_order():
+            streams = self.finish(files, log)
+            return {size: streams[size].save(folders[size]) for size in streams}
+        self._spill_if_full(force=True)
+        headers = self.finish(files, log, columns=False)
+        return {
+            size: stream.save(
+                folders[size],
+                refs=self._ref_chunks(self._blocks[size], stream.req_ref_start),
+                occurrences=self._occurrence_chunks(),
+            )
+            for size, stream in headers.items()
+        }
+
+    def _out_of_order(self) -> bool:
+        t = np.frombuffer(self._t, dtype=np.int64) if self._t else np.zeros(0, np.int64)
+        return bool(t.size > 1 and np.any(t[1:] < t[:-1]))
+
+    def _ref_chunks(self, columns: _BlockColumns, start: np.ndarray) -> Iterator[pa.Table]:
+        assert self._spill is not None
+        last_at = last_tokens = None
+        if len(columns.last_tokens):  # traces: each request's last block holds the rest
+            has_blocks = np.diff(start) > 0
+            last_at = start[1:][has_blocks] - 1
+            last_tokens = _np(columns.last_tokens, np.int64)[has_blocks]
+        offset = 0
+        for keys in self._spill.chunks(columns.spill_name):
+            tokens = np.full(keys.size, columns.block_tokens, dtype=np.int32)
+            if last_at is not None:
+                lo, hi = np.searchsorted(last_at, [offset, offset + keys.size])
+                tokens[last_at[lo:hi] - offset] = last_tokens[lo:hi]
+            offset += keys.size
+            yield pa.table({"key": keys, "tokens": tokens})
+
+    def _occurrence_chunks(self) -> Iterator[pa.Table]:
+        assert self._spill is not None
+        names = [name for name, _, _ in self._OCCURRENCES]
+        for req, seg, offset in zip(*(self._spill.chunks(n) for n in names), strict=True):
+            yield pa.table({"req": req, "seg": seg, "offset": offset})
+
+    def finish(
+        self, files: list[str], log: ErrorLog, columns: bool = True
+    ) -> dict[int, BlockStream]:
+        """One BlockStream per block size, requests in time order (ties: file order).
+        columns=False: requests and segments only (references and occurrences empty), for
+        `write` to fill from the spill; the request columns are then views of the builder's
+        own arrays, not copies."""
         t = np.frombuffer(self._t, dtype=np.int64) if self._t else np.zeros(0, np.int64)
         n = t.size
-        occ_req = _np(self._occ_req, np.int32)
-        occ_seg = _np(self._occ_seg, np.int32)
-        occ_offset = _np(self._occ_offset, np.int64)
+        if columns:
+            occ_req, occ_seg, occ_offset = self._occurrences()
+        else:
+            occ_req, occ_seg, occ_offset = (np.zeros(0, d) for _, _, d in self._OCCURRENCES)
         order = np.argsort(t, kind="stable")
         req_cols = [
             t,
-            _np(self._tenant, np.int32),
-            _np(self._user, np.int32),
-            _np(self._route, np.int32),
-            _np(self._prompt, np.int64),
-            _np(self._output, np.int64),
-            _np(self._line, np.int64),
-            _np(self._file, np.int16),
+            _np(self._tenant, np.int32, copy=columns),
+            _np(self._user, np.int32, copy=columns),
+            _np(self._route, np.int32, copy=columns),
+            _np(self._prompt, np.int64, copy=columns),
+            _np(self._output, np.int64, copy=columns),
+            _np(self._line, np.int64, copy=columns),
+            _np(self._file, np.int16, copy=columns),
         ]
         reordered = bool(n and np.any(order != np.arange(n)))
         if reordered:
@@ -348,8 +453,9 @@ class StreamBuilder:
             "tokens_tokenized": int(self.distinct_tokens),
         }
         streams = {}
-        for size, columns in self._blocks.items():
-            start, keys, tokens = _block_arrays(columns, order if reordered else None)
+        for size, block_columns in self._blocks.items():
+            keys = block_columns.all_keys(self._spill) if columns else None
+            start, keys, tokens = _block_arrays(block_columns, keys, order if reordered else None)
             streams[size] = BlockStream(
                 source_format=self.source_format,
                 block_tokens=size,
@@ -384,20 +490,24 @@ class StreamBuilder:
         return streams
 
 
-def _np(values: array, dtype: type) -> np.ndarray:
+def _np(values: array, dtype: type, copy: bool = True) -> np.ndarray:
+    """The array's values; copy=False: a view (the builder must not grow it any more)."""
     if not len(values):
         return np.zeros(0, dtype=dtype)
-    return np.frombuffer(values, dtype=dtype).copy()
+    view = np.frombuffer(values, dtype=dtype)
+    return view.copy() if copy else view
 
 
 def _block_arrays(
-    columns: _BlockColumns, order: np.ndarray | None
+    columns: _BlockColumns, keys: np.ndarray | None, order: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(per-request start offsets, keys, tokens), reordered by request `order` if given."""
+    """(per-request start offsets, keys, tokens), reordered by request `order` if given.
+    keys=None: the offsets only (keys and tokens empty)."""
     nblocks = _np(columns.nblocks, np.int64)
     start = np.zeros(nblocks.size + 1, dtype=np.int64)
     np.cumsum(nblocks, out=start[1:])
-    keys = np.concatenate(columns.keys) if columns.keys else np.zeros(0, np.uint64)
+    if keys is None:
+        return start, np.zeros(0, np.uint64), np.zeros(0, np.int32)
     tokens = np.full(keys.size, columns.block_tokens, dtype=np.int32)
     if len(columns.last_tokens):
         has_blocks = nblocks > 0
@@ -443,6 +553,35 @@ def ingest_streams(
     Bad lines are skipped and listed; a log with no usable line at all raises
     UnusableInput with a one-line reason.
     """
+    builder, names, log = _read(paths, options, progress, byte_range, spill=None)
+    return builder.finish(names, log)
+
+
+def ingest_to_folders(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    root: str | Path,
+    progress: ProgressFn | None = None,
+    byte_range: ByteRange | None = None,
+) -> dict[int, Path]:
+    """ingest_streams, written straight to `root`/b<size> (one folder per block size).
+    Block references and occurrences are spilled to disk as they grow, so the memory
+    used follows the distinct content of the logs, not their length."""
+    root = Path(root)
+    with SpillColumns(root) as spill:
+        builder, names, log = _read(paths, options, progress, byte_range, spill)
+        if progress is not None:
+            progress(Progress("writing", 1, 1, builder.requests, log.skipped_lines))
+        return builder.write({size: root / f"b{size}" for size in builder.block_sizes}, names, log)
+
+
+def _read(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    progress: ProgressFn | None,
+    byte_range: ByteRange | None,
+    spill: SpillColumns | None,
+) -> tuple[StreamBuilder, list[str], ErrorLog]:
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
     if byte_range is not None and len(paths) != 1:
@@ -468,7 +607,7 @@ def ingest_streams(
             and options.format != "chat"
             and (builder is None or builder.source_format == "mooncake")
         ):
-            fast = _fast_trace(log_file, builder, options)
+            fast = _fast_trace(log_file, builder, options, spill)
             if fast is not None:
                 builder, cols = fast
                 builder.add_trace_columns(cols, file_index)
@@ -481,7 +620,7 @@ def ingest_streams(
                 if obj is None:
                     continue
                 if builder is None:
-                    builder = _builder(obj, options)
+                    builder = _builder(obj, options, spill)
                 if reader is None:
                     reader = _reader(builder, log)
                 request = reader.parse(obj, line_no)
@@ -501,18 +640,22 @@ def ingest_streams(
             f"no usable request in {', '.join(names)}{first}", log.errors, log.skipped_lines
         )
     report(total_bytes)
-    return builder.finish(names, log)
+    return builder, names, log
 
 
-def _fast_trace(log_file: LogFile, builder: StreamBuilder | None, options: IngestOptions
-                ) -> tuple[StreamBuilder, TraceColumns] | None:  # fmt: skip
+def _fast_trace(
+    log_file: LogFile,
+    builder: StreamBuilder | None,
+    options: IngestOptions,
+    spill: SpillColumns | None,
+) -> tuple[StreamBuilder, TraceColumns] | None:
     """The column-wise path for a clean pre-hashed trace, if this file is one."""
     if builder is None:
         first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
         if first is None or (options.format == "auto" and detect_format_or_none(first)
                              != "mooncake"):  # fmt: skip
             return None
-        builder = _builder(first, options)
+        builder = _builder(first, options, spill)
     cols = read_trace(log_file.path, builder.block_tokens)
     return (builder, cols) if cols is not None else None
 
@@ -531,13 +674,13 @@ def detect_format_or_none(obj: dict) -> str | None:
         return None
 
 
-def _builder(first: dict, options: IngestOptions) -> StreamBuilder:
+def _builder(first: dict, options: IngestOptions, spill: SpillColumns | None) -> StreamBuilder:
     fmt = options.format if options.format != "auto" else detect_format(first)
     first = options.block_tokens if options.block_tokens is not None else DEFAULT_BLOCK_TOKENS[fmt]
     sizes = (first,)
     if fmt == "chat":
         sizes += tuple(b for b in dict.fromkeys(options.extra_block_tokens) if b not in sizes)
-    return StreamBuilder(fmt, sizes, options)
+    return StreamBuilder(fmt, sizes, options, spill)
 
 
 def _reader(builder: StreamBuilder, log: ErrorLog) -> Reader:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,8 @@ ROLE_DOCUMENT_PART = 1  # text from a part explicitly typed as a document or fil
 ROLE_OTHER = 2
 
 FORMAT_VERSION = 1
+REFS_SCHEMA = pa.schema([("key", pa.uint64()), ("tokens", pa.int32())])
+OCCURRENCES_SCHEMA = pa.schema([("req", pa.int32()), ("seg", pa.int32()), ("offset", pa.int64())])
 
 
 @dataclass
@@ -83,12 +86,19 @@ class BlockStream:
         return np.repeat(np.arange(self.requests, dtype=dtype), counts)
 
     # --- storage ---------------------------------------------------------------------
-    def save(self, folder: str | Path) -> Path:
+    def save(
+        self,
+        folder: str | Path,
+        refs: Iterable[pa.Table] | None = None,
+        occurrences: Iterable[pa.Table] | None = None,
+    ) -> Path:
+        """Write the stream under `folder` (atomically). `refs` / `occurrences`, when
+        given, stand for those columns in chunks (an ingest that spilled them to disk)."""
         folder = Path(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
-            self._write(tmp)
+            self._write(tmp, refs, occurrences)
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(tmp, folder)
@@ -97,7 +107,12 @@ class BlockStream:
             raise
         return folder
 
-    def _write(self, tmp: Path) -> None:
+    def _write(
+        self,
+        tmp: Path,
+        refs: Iterable[pa.Table] | None,
+        occurrences: Iterable[pa.Table] | None,
+    ) -> None:
         opts = {"compression": "zstd"}
         pq.write_table(
             pa.table(
@@ -116,9 +131,9 @@ class BlockStream:
             tmp / "requests.parquet",
             **opts,
         )
-        pq.write_table(
-            pa.table({"key": self.ref_key, "tokens": self.ref_tokens}), tmp / "refs.parquet", **opts
-        )
+        if refs is None:
+            refs = [pa.table({"key": self.ref_key, "tokens": self.ref_tokens})]
+        _write_chunks(refs, tmp / "refs.parquet", REFS_SCHEMA)
         segments = {
             "id": self.seg_id,
             "role_class": self.seg_role_class,
@@ -128,11 +143,11 @@ class BlockStream:
         if self.seg_preview is not None:
             segments["preview"] = pa.array(self.seg_preview, type=pa.string())
         pq.write_table(pa.table(segments), tmp / "segments.parquet", **opts)
-        pq.write_table(
-            pa.table({"req": self.occ_req, "seg": self.occ_seg, "offset": self.occ_offset}),
-            tmp / "occurrences.parquet",
-            **opts,
-        )
+        if occurrences is None:
+            occurrences = [
+                pa.table({"req": self.occ_req, "seg": self.occ_seg, "offset": self.occ_offset})
+            ]
+        _write_chunks(occurrences, tmp / "occurrences.parquet", OCCURRENCES_SCHEMA)
         meta = {
             "format_version": FORMAT_VERSION,
             "source_format": self.source_format,
@@ -198,3 +213,10 @@ class BlockStream:
             notes=meta["notes"],
             stats=meta["stats"],
         )
+
+
+def _write_chunks(tables: Iterable[pa.Table], path: Path, schema: pa.Schema) -> None:
+    """One Parquet file from tables written one after another (a row group or more each)."""
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for table in tables:
+            writer.write_table(table.cast(schema))

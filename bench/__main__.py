@@ -11,6 +11,7 @@ import argparse
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,58 @@ def bench_reanalyze(args) -> None:
     )
 
 
+# --- split ingest through real Celery workers -------------------------------------------
+def bench_workers(args) -> None:
+    from bench import workers
+    from bench.generate import chat_requests, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    log = work / f"chat-{args.requests}.jsonl"
+    if not log.exists():
+        write_jsonl(chat_requests(args.requests, documents=200), log)
+    print(f"workers: {log.stat().st_size / 1e6:.0f} MB chat log through Celery (Redis, PostgreSQL)")
+    workers.run(log, work, [(1, 1), (1, 2), (2, 2)])
+
+
+# --- ingest memory: bounded by the distinct content, not the file length ----------------
+def bench_memory(args) -> None:
+    from bench.generate import chat_copies, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    logs = []
+    for copies in (1, args.copies):
+        log = work / f"chat-{args.requests}x{copies}.jsonl"
+        if not log.exists():
+            write_jsonl(chat_copies(args.requests, copies, documents=200), log)
+        logs.append(log)
+    print(f"ingest memory: {args.requests:,} requests once, and {args.copies} times over")
+    peaks = {}
+    for mode in ("spilled", "in-memory"):
+        for log in logs:
+            out = work / f"store-{log.stem}-{mode}"
+            cmd = [sys.executable, "-m", "bench", "ingest-once", str(log), str(out), mode]
+            wall, rss, code = run_process(cmd)
+            peaks[mode, log] = rss
+            size = log.stat().st_size / 1e6
+            print(f"  {mode:9s} {size:6.0f} MB log: {wall:6.2f} s, peak RSS {rss:5.0f} MB, "
+                  f"exit {code}")  # fmt: skip
+            shutil.rmtree(out, ignore_errors=True)
+        ratio = peaks[mode, logs[1]] / peaks[mode, logs[0]]
+        print(f"  {mode}: peak RSS {args.copies}x the log / 1x = {ratio:.2f}")
+
+
+def bench_ingest_once(args) -> None:
+    """One ingest as the console's task runs it (a child process of `memory`)."""
+    from analysis import IngestOptions, ingest_streams, ingest_to_folders
+
+    options = IngestOptions(hash_key=b"bench-secret-0123456789")
+    if args.mode == "spilled":
+        ingest_to_folders([args.log], options, args.out)
+    else:
+        for size, stream in ingest_streams([args.log], options).items():
+            stream.save(Path(args.out) / f"b{size}")
+
+
 # --- parallel ingest: parts in worker processes, merged --------------------------------
 def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str):
     from analysis import IngestOptions, ingest_streams
@@ -288,15 +341,35 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--workdir")
+    p = sub.add_parser("workers", help="split ingest: one Celery worker vs two")
+    p.add_argument("--requests", type=int, default=150_000)
+    p.add_argument("--workdir")
+    p = sub.add_parser("memory", help="ingest peak RSS: a log vs the same content N times")
+    p.add_argument("--requests", type=int, default=75_000)
+    p.add_argument("--copies", type=int, default=10)
+    p.add_argument("--workdir")
+    p = sub.add_parser("ingest-once")
+    p.add_argument("log")
+    p.add_argument("out")
+    p.add_argument("mode", choices=("spilled", "in-memory"))
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
     args = parser.parse_args(argv)
     global REPEAT
     REPEAT = max(1, args.repeat)
-    print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
-    benches = {"mrc": bench_mrc, "trace": bench_trace, "chat": bench_chat,
-               "reanalyze": bench_reanalyze, "parallel": bench_parallel}  # fmt: skip
+    benches = {
+        "mrc": bench_mrc,
+        "trace": bench_trace,
+        "chat": bench_chat,
+        "reanalyze": bench_reanalyze,
+        "parallel": bench_parallel,
+        "memory": bench_memory,
+        "workers": bench_workers,
+        "ingest-once": bench_ingest_once,
+    }
+    if args.what != "ingest-once":
+        print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
     benches[args.what](args)
 
 

@@ -87,6 +87,19 @@ def chat_requests(
         }
 
 
+def chat_copies(requests: int, copies: int, **kwargs) -> Iterator[dict]:
+    """The same `requests` chat requests `copies` times over, one after another in time:
+    a longer log with exactly the same distinct content (only ids and times differ)."""
+    start = kwargs.pop("start", None) or datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    for copy in range(copies):
+        last = start
+        for row in chat_requests(requests, start=start, **kwargs):
+            row["id"] = f"c{copy}-{row['id']}"
+            last = datetime.fromisoformat(row["timestamp"])
+            yield row
+        start = last + timedelta(minutes=1)
+
+
 def mooncake_requests(
     requests: int,
     *,

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_streams
+from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_folders
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
 from console.engine import analysis_params, ingest_options
@@ -224,8 +224,12 @@ def _upload_ingest_options(upload: Upload):
     )
 
 
+def _upload_folder(upload_id: int) -> Path:
+    return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}"
+
+
 def _parts_folder(upload_id: int) -> Path:
-    return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}" / "parts"
+    return _upload_folder(upload_id) / "parts"
 
 
 def upload_ingest(*, upload_id: int) -> None:
@@ -239,15 +243,18 @@ def upload_ingest(*, upload_id: int) -> None:
         _ingest_in_parts(upload)
         return
     try:
-        streams = ingest_streams(
+        # written straight to the artifact folder: the ingest's memory follows the
+        # distinct content of the log, not its length
+        folders = ingest_to_folders(
             upload.raw_paths,
             _upload_ingest_options(upload),
+            _upload_folder(upload_id),
             progress=_progress_writer(Upload, upload_id, counters=True),
         )
     except Exception as exc:
         _ingest_failed(upload, exc)
         return
-    _finish_ingest(upload, streams)
+    _finish_ingest(upload, folders)
 
 
 def _ingest_in_parts(upload: Upload) -> None:
@@ -273,13 +280,12 @@ def upload_ingest_part(
     upload = Upload.objects.get(pk=upload_id)
     folder = _parts_folder(upload_id) / f"p{index:04d}"
     try:
-        streams = ingest_streams(
+        ingest_to_folders(
             upload.raw_paths,
             _upload_ingest_options(upload),
+            folder,
             byte_range=ByteRange(start, end, first_line),
         )
-        for size, stream in streams.items():
-            stream.save(folder / f"b{size}")
     except UnusableInput as exc:
         folder.mkdir(parents=True, exist_ok=True)
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines}
@@ -306,11 +312,14 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
         if not by_size:
             merge_parts([], unusable)  # raises: no part had a usable line
         # smallest size first, as one pass orders them (block_sizes are stored sorted)
-        streams = {size: merge_parts(by_size[size], unusable) for size in sorted(by_size)}
+        folders = {
+            size: merge_parts(by_size[size], unusable).save(_upload_folder(upload_id) / f"b{size}")
+            for size in sorted(by_size)
+        }
     except Exception as exc:
         _ingest_failed(upload, exc)
         return
-    _finish_ingest(upload, streams)
+    _finish_ingest(upload, folders)
     shutil.rmtree(_parts_folder(upload_id), ignore_errors=True)
 
 
@@ -329,14 +338,12 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
     raise exc
 
 
-def _finish_ingest(upload: Upload, streams: dict[int, BlockStream]) -> None:
-    """Write the streams, run the default analysis, mark the upload done."""
+def _finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
+    """Run the default analysis on the first stored stream, mark the upload done."""
     upload_id = upload.pk
     try:
-        Upload.objects.filter(pk=upload_id).update(stage="writing")
-        folder = Path(settings.ARTIFACT_ROOT) / f"upload-{upload.pk}"
-        paths = {str(size): str(s.save(folder / f"b{size}")) for size, s in streams.items()}
-        first = next(iter(streams.values()))
+        paths = {str(size): str(folder) for size, folder in folders.items()}
+        first = BlockStream.load(next(iter(folders.values())))
         Upload.objects.filter(pk=upload_id).update(stage="analyzing")
         params = dict(DEFAULT_PARAMS)
         report = analyze(first, analysis_params(**params), progress=None)
