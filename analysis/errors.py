@@ -20,11 +20,17 @@ class UnusableInput(ValueError):
         self.skipped_lines = skipped_lines
 
 
+class TooManyBadLines(UnusableInput):
+    """Past the error budget: a report from what is left would mislead, so none is made."""
+
+
 @dataclass
 class ErrorLog:
-    """Skipped lines and warnings. Lists the first `max_listed` errors, counts them all."""
+    """Skipped lines and warnings. Lists the first `max_listed` errors, counts them all;
+    past `max_bad_lines` (None: no budget) the ingest stops with TooManyBadLines."""
 
     max_listed: int = 1000
+    max_bad_lines: int | None = None
     errors: list[dict] = field(default_factory=list)
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -36,6 +42,15 @@ class ErrorLog:
             if file is not None:
                 entry["file"] = file
             self.errors.append(entry)
+        if self.max_bad_lines is not None and self.skipped_lines > self.max_bad_lines:
+            where = f"{file}, line {line}" if file else f"line {line}"
+            raise TooManyBadLines(
+                f"stopped after {self.skipped_lines:,} bad lines, past the budget of "
+                f"{self.max_bad_lines:,} (the last: {where}: {reason}); a report from the "
+                "rest would mislead",
+                self.errors,
+                self.skipped_lines,
+            )
 
     def note(self, message: str) -> None:
         if message not in self.notes:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from analysis.readers import GZIP_MAGIC, MAX_TOKENS
+from analysis.readers import GZIP_MAGIC, MAX_TOKENS, InflateLimit, ReadLimits, open_gzip
 from analysis.timestamps import _MAX_US
 
 _SCHEMA = pa.schema(
@@ -48,14 +48,21 @@ class TraceColumns:
     model: list[str]
 
 
-def read_trace(path: str | Path, block_tokens: int) -> TraceColumns | None:
-    """The whole trace, or None when the line-by-line reader must decide."""
+def read_trace(
+    path: str | Path, block_tokens: int, limits: ReadLimits | None = None
+) -> TraceColumns | None:
+    """The whole trace, or None when the line-by-line reader must decide. A gzip trace is
+    decompressed under the inflate limits (InflateLimit propagates)."""
     path = Path(path)
     with open(path, "rb") as fh:
         gz = fh.read(2) == GZIP_MAGIC
     parts: list[TraceColumns] = []
     try:
-        source = pa.input_stream(str(path), compression="gzip" if gz else None)
+        source = (
+            pa.PythonFile(open_gzip(path, limits or ReadLimits()), mode="r")
+            if gz
+            else pa.input_stream(str(path))
+        )
         # batch by batch: the parse buffers of one block at a time, not of the whole file
         for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):
             part = (
@@ -65,7 +72,9 @@ def read_trace(path: str | Path, block_tokens: int) -> TraceColumns | None:
                 return None
             if part is not None:
                 parts.append(part)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
+    except InflateLimit:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError):
         return None
     finally:
         # numpy owns copies of all that is kept; hand Arrow's pooled memory back to the OS
@@ -100,7 +109,7 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     if ts.null_count or length.null_count or ids.null_count:
         return None
     ms = ts.to_numpy()
-    if not np.isfinite(ms).all() or (np.abs(ms) * 1000 > _MAX_US).any():
+    if not np.isfinite(ms).all() or (np.abs(ms) > _MAX_US / 1000).any():
         return None
     inputs = length.to_numpy()
     output = table.column("output_length").to_numpy(zero_copy_only=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from analysis.readers import (
     LogFile,
     MooncakeReader,
     Reader,
+    ReadLimits,
     TraceRequest,
     decode_line,
     detect_format,
@@ -68,6 +69,9 @@ class IngestOptions:
     tiktoken_dir: str | None = None
     previews: bool = False  # keep the first characters of each segment's text
     max_listed_errors: int = 1000
+    # past this many bad lines the ingest stops (None: no budget)
+    max_bad_lines: int | None = 10_000
+    limits: ReadLimits = field(default_factory=ReadLimits)
 
 
 class _Codes:
@@ -586,8 +590,8 @@ def _read(
         raise ValueError(f"format must be one of {FORMATS}")
     if byte_range is not None and len(paths) != 1:
         raise ValueError("a byte range is part of one file")
-    log = ErrorLog(max_listed=options.max_listed_errors)
-    files = [LogFile(p, byte_range) for p in paths]
+    log = ErrorLog(max_listed=options.max_listed_errors, max_bad_lines=options.max_bad_lines)
+    files = [LogFile(p, byte_range, options.limits) for p in paths]
     total_bytes = sum(f.size for f in files) or 1
     done_bytes = 0
     builder: StreamBuilder | None = None
@@ -632,6 +636,9 @@ def _read(
                 log.skip(line_no, str(exc), names[file_index] if multi else None)
             if line_no % _PROGRESS_EVERY == 0:
                 report(done_bytes + log_file.bytes_read())
+        if log_file.truncated is not None:
+            line_no, reason = log_file.truncated
+            log.skip(line_no, reason, names[file_index] if multi else None)
         done_bytes += log_file.size
     if builder is None or not builder.requests:
         reason = log.errors[0]["reason"] if log.errors else "the file is empty"
@@ -656,7 +663,7 @@ def _fast_trace(
                              != "mooncake"):  # fmt: skip
             return None
         builder = _builder(first, options, spill)
-    cols = read_trace(log_file.path, builder.block_tokens)
+    cols = read_trace(log_file.path, builder.block_tokens, options.limits)
     return (builder, cols) if cols is not None else None
 
 

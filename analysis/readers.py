@@ -9,8 +9,8 @@ Files may be plain or gzip; gzip is recognised by its magic bytes, not by the na
 
 from __future__ import annotations
 
-import gzip
 import io
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +19,18 @@ from typing import IO, Protocol
 import numpy as np
 import orjson
 
+from analysis.dedupe import SeenIds
 from analysis.errors import ErrorLog, LineError, UnusableInput
 from analysis.timestamps import NO_ZONE_NOTE, ms_to_us, parse_timestamp
 
 GZIP_MAGIC = b"\x1f\x8b"
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+# Parts known to carry no prompt text (images, audio, refusals): ignored without a word.
+NON_TEXT_PART_TYPES = frozenset({"image_url", "input_image", "image", "input_audio", "audio",
+                                 "output_audio", "refusal", "video_url", "image_file"})  # fmt: skip
+# Roles of the chat-completion formats (OpenAI, Llama's ipython); any other is a bad line.
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function",
+                         "ipython"})  # fmt: skip
 # Parts that carry a document's text explicitly: the message counts as a document.
 DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
 # Roles whose content is an instruction (metrics.md section 1).
@@ -74,6 +81,79 @@ class Reader(Protocol):
 
 # --- lines -----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class ReadLimits:
+    """What a log may cost before reading it stops being worth it (settings in the console)."""
+
+    max_line_bytes: int = 64 << 20  # one request; bigger is a broken or hostile file
+    max_inflated_bytes: int = 64 << 30  # a gzip log, decompressed
+    max_inflate_ratio: int = 200  # decompressed / compressed: text logs are far below
+
+
+class InflateLimit(UnusableInput):
+    """A gzip log that decompresses past the limits (a zip bomb): read no further."""
+
+
+class InflateGuard(io.RawIOBase):
+    """Gzip decompression (concatenated members too) that raises InflateLimit as soon as
+    it has produced more than the limits allow, so a zip bomb is stopped early, never
+    inflated whole. Unlike gzip.GzipFile it hands out everything before a cut, then
+    raises EOFError, so a truncated log keeps all its complete lines."""
+
+    def __init__(self, raw: IO[bytes], path: Path, limits: ReadLimits, owns_raw: bool = False):
+        self._raw = raw
+        self._owns_raw = owns_raw
+        self._name = path.name
+        self._compressed = path.stat().st_size
+        self._limits = limits
+        self.limit = min(limits.max_inflated_bytes, limits.max_inflate_ratio * self._compressed)
+        self.inflated = 0
+        self._z = zlib.decompressobj(wbits=31)
+        self._input = b""
+        self._in_member = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        size = len(buffer)
+        while True:
+            if not self._input:
+                self._input = self._raw.read(1 << 16)
+                if not self._input:
+                    if self._in_member and not self._z.eof:
+                        raise EOFError("the file ends before the gzip end-of-stream marker")
+                    return 0
+            if self._z.eof:  # another gzip member follows
+                self._z = zlib.decompressobj(wbits=31)
+            data = self._z.decompress(self._input, size)
+            self._in_member = True
+            self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+            if data:
+                break
+        buffer[: len(data)] = data
+        self.inflated += len(data)
+        if self.inflated > self.limit:
+            raise InflateLimit(
+                f"{self._name}: decompresses to more than {self.limit:,} bytes "
+                f"({self._limits.max_inflate_ratio}x its {self._compressed:,} bytes, at most "
+                f"{self._limits.max_inflated_bytes:,}); reading stopped there"
+            )
+        return len(data)
+
+    def close(self) -> None:
+        if self._owns_raw:
+            self._raw.close()
+        super().close()
+
+
+def open_gzip(path: Path, limits: ReadLimits, raw: IO[bytes] | None = None) -> InflateGuard:
+    """A gzip file, decompressed under the inflate limits (`raw`: already open, at 0)."""
+    if raw is None:
+        return InflateGuard(open(path, "rb"), path, limits, owns_raw=True)
+    return InflateGuard(raw, path, limits)
+
+
+@dataclass(frozen=True)
 class ByteRange:
     """Part of a plain log: the lines that start in [start, end); the first is line
     `first_line` of the file (so errors name the file's own line numbers)."""
@@ -117,49 +197,87 @@ class LogFile:
     in bytes of the file on disk (compressed bytes for gzip). With a ByteRange, only the
     lines that start inside it (plain files only)."""
 
-    def __init__(self, path: str | Path, byte_range: ByteRange | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        byte_range: ByteRange | None = None,
+        limits: ReadLimits | None = None,
+    ):
         self.path = Path(path)
         self.byte_range = byte_range
+        self.limits = limits or ReadLimits()
         total = self.path.stat().st_size
         self.size = total if byte_range is None else byte_range.end - byte_range.start
         self._raw: IO[bytes] | None = None
+        # set when a gzip stream ended early: (first line not read, reason)
+        self.truncated: tuple[int, str] | None = None
 
-    def lines(self) -> Iterator[tuple[int, bytes]]:
+    def lines(self) -> Iterator[tuple[int, bytes | LineError]]:
+        """(line number, raw line); a line over the length limit comes as a LineError
+        (decode_line raises it), read past without holding it."""
         if self.byte_range is not None:
             yield from self._range_lines(self.byte_range)
             return
+        self.truncated = None
         with open(self.path, "rb") as raw:
             self._raw = raw
-            stream: IO[bytes] = raw
             if raw.read(2) == GZIP_MAGIC:
                 raw.seek(0)
-                stream = io.BufferedReader(gzip.GzipFile(fileobj=raw))  # type: ignore[arg-type]
+                stream = io.BufferedReader(open_gzip(self.path, self.limits, raw), 1 << 20)
+                yield from self._gzip_lines(stream)
             else:
                 raw.seek(0)
-            try:
-                yield from enumerate(stream, 1)
-            except (OSError, EOFError) as exc:  # truncated or corrupt gzip
-                raise UnusableInput(f"{self.path.name}: cannot decompress: {exc}") from None
-            finally:
-                self._raw = None
+                yield from self._split(raw, 1)
+            self._raw = None
 
-    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes]]:
+    def _gzip_lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | LineError]]:
+        """Lines of a gzip log (InflateGuard stops a zip bomb); a truncated or corrupt
+        stream ends the file: the lines before it are kept, and it is said."""
+        number = 0
+        lines = self._split(stream, 1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                return
+            except (OSError, EOFError, zlib.error) as exc:
+                self.truncated = (number + 1, f"the gzip stream is cut or corrupt ({exc}); "
+                                  "the lines before it were kept")  # fmt: skip
+                return
+            yield number, line
+
+    def _split(self, stream: IO[bytes], first: int) -> Iterator[tuple[int, bytes | LineError]]:
+        cap = self.limits.max_line_bytes
+        number = first
+        while line := stream.readline(cap + 1):
+            if len(line) > cap and not line.endswith(b"\n"):
+                length = len(line)
+                while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    length += len(rest)
+                length += len(rest)
+                line = LineError(f"the line is {length:,} bytes, over the limit of {cap:,}")
+            yield number, line
+            number += 1
+
+    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes | LineError]]:
         with open(self.path, "rb") as raw:
             raw.seek(part.start)
-            position = part.start
-            for number, line in enumerate(raw, part.first_line):
+            position = raw.tell()
+            for number, line in self._split(raw, part.first_line):
                 if position >= part.end:
                     break
                 yield number, line
-                position += len(line)
+                position = raw.tell()
 
     def bytes_read(self) -> int:
         raw = self._raw
         return raw.tell() if raw is not None and not raw.closed else self.size
 
 
-def decode_line(raw: bytes) -> dict | None:
+def decode_line(raw: bytes | LineError) -> dict | None:
     """The JSON object on a line; None for a blank line. Raises LineError."""
+    if isinstance(raw, LineError):
+        raise raw
     if not raw.strip():
         return None
     try:
@@ -210,6 +328,8 @@ class ChatReader:
 
     def __init__(self, errors: ErrorLog):
         self._errors = errors
+        self._ids = SeenIds()
+        self._unknown_parts: set[str] = set()
 
     def parse(self, obj: dict, line: int) -> ChatRequest:
         if "timestamp" not in obj:
@@ -220,13 +340,26 @@ class ChatReader:
         raw_messages = _first(obj, ("messages",), ("request", "messages"), ("body", "messages"))
         if not isinstance(raw_messages, list) or not raw_messages:
             raise LineError("no messages (looked at messages, request.messages, body.messages)")
-        messages = [_message(item, index) for index, item in enumerate(raw_messages)]
+        unknown: list[str] = []
+        messages = [_message(item, index, unknown) for index, item in enumerate(raw_messages)]
         output = _first(
             obj,
             ("usage", "completion_tokens"),
             ("response", "usage", "completion_tokens"),
             ("output_tokens",),
         )
+        output_tokens = _token_count(output, "output token count")
+        request_id = _first(obj, ("id",), ("request_id",), ("custom_id",))
+        # the last check: a line refused for another reason does not claim its id
+        if (isinstance(request_id, str | int) and not isinstance(request_id, bool)
+                and not self._ids.add(str(request_id))):  # fmt: skip
+            raise LineError(f"request id {str(request_id)[:80]!r} was already used by an "
+                            "earlier line (logged twice?); the first was kept")  # fmt: skip
+        for kind in unknown:
+            if kind not in self._unknown_parts:
+                self._unknown_parts.add(kind)
+                self._errors.note(f"content parts of unknown type {kind[:40]!r} were ignored "
+                                  f"(first on line {line})")  # fmt: skip
         return ChatRequest(
             line=line,
             t_us=t_us,
@@ -234,16 +367,21 @@ class ChatReader:
             user=_as_str(_first(obj, ("user",), ("metadata", "user"))),
             model=_as_str(_first(obj, ("model",), ("request", "model"), ("body", "model"))),
             messages=messages,
-            output_tokens=_token_count(output, "output token count"),
+            output_tokens=output_tokens,
         )
 
 
-def _message(item: object, index: int) -> Message:
+def _message(item: object, index: int, unknown: list[str]) -> Message:
+    """One message; the types of content parts it ignored without knowing them go to
+    `unknown`."""
     if not isinstance(item, dict):
         raise LineError(f"message {index} is not an object")
     role = item.get("role")
     if not isinstance(role, str) or not role:
         raise LineError(f"message {index} has no role")
+    if role not in KNOWN_ROLES:
+        raise LineError(f"message {index} has the unknown role {role[:40]!r} "
+                        f"(known: {', '.join(sorted(KNOWN_ROLES))})")  # fmt: skip
     content = item.get("content")
     if content is None or isinstance(content, str):
         return Message(role=role, text=content or "")
@@ -259,6 +397,9 @@ def _message(item: object, index: int) -> Message:
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
+        if not isinstance(kind, str):
+            unknown.append(repr(kind)[:40])
+            continue
         if kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind in DOCUMENT_PART_TYPES:
@@ -267,7 +408,9 @@ def _message(item: object, index: int) -> Message:
                 texts.append(text)
                 is_document = True
                 label = label or part_label
-        # Other parts (images, audio, ...) carry no prompt text: ignored.
+        elif kind not in NON_TEXT_PART_TYPES and kind not in TEXT_PART_TYPES | DOCUMENT_PART_TYPES:
+            unknown.append(kind)
+        # Parts that carry no prompt text (images, audio, ...) are ignored.
     return Message(role=role, text="".join(texts), is_document=is_document, label=label)
 
 
@@ -331,7 +474,10 @@ def _hash_ids(value: object) -> np.ndarray:
         raise LineError("hash_ids is not a list of integers")
     if not value:
         return np.zeros(0, dtype=np.uint64)
-    ids = np.array(value)  # C speed; the dtype tells whether they were all integers
+    try:  # C speed; the dtype tells whether they were all integers
+        ids = np.array(value)
+    except (ValueError, OverflowError, TypeError):  # ragged lists and the like
+        raise LineError("hash_ids is not a list of 64-bit integers") from None
     if ids.dtype.kind == "i" and ids.ndim == 1:
         return ids.astype(np.int64, copy=False).view(np.uint64)
     if ids.dtype.kind == "u" and ids.ndim == 1:

@@ -73,4 +73,6 @@ def ms_to_us(value: object) -> int:
         raise LineError(f"timestamp {value!r} is not a number of milliseconds")
     if isinstance(value, float) and not math.isfinite(value):
         raise LineError(f"timestamp {value!r} is not a finite number")
-    return _in_range(round(value * 1000), value)
+    if abs(value) * 1000 > _MAX_US:  # before rounding: a huge float has no integer value
+        raise LineError(f"timestamp {value!r} is out of range (after the year 9999)")
+    return round(value * 1000)

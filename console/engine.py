@@ -11,6 +11,7 @@ from analysis import AnalysisParams, HostBudget, IngestOptions, preset, profile_
 from analysis.budgets import ServingShape
 from analysis.metrics import DEFAULT_WINDOWS, HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, profile_from_config
+from analysis.readers import ReadLimits
 
 GIB = 1 << 30
 
@@ -33,6 +34,12 @@ def ingest_options(
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
         previews=previews,
         max_listed_errors=settings.KVSCOPE_MAX_LISTED_ERRORS,
+        max_bad_lines=settings.KVSCOPE_MAX_BAD_LINES or None,
+        limits=ReadLimits(
+            max_line_bytes=settings.KVSCOPE_MAX_LINE_BYTES,
+            max_inflated_bytes=settings.KVSCOPE_MAX_INFLATED_BYTES,
+            max_inflate_ratio=settings.KVSCOPE_MAX_INFLATE_RATIO,
+        ),
     )
 
 

@@ -140,6 +140,13 @@ KVSCOPE_PARALLEL_MIN_BYTES = env_int("KVSCOPE_PARALLEL_MIN_BYTES", 256 * 1024**2
 # Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.
 KVSCOPE_TIKTOKEN_DIR = env_str("KVSCOPE_TIKTOKEN_DIR", "")
 KVSCOPE_MAX_LISTED_ERRORS = env_int("KVSCOPE_MAX_LISTED_ERRORS", 1000, minimum=1)
+# Bad input: past this many bad lines an ingest stops (0: no budget); one line may hold at
+# most MAX_LINE_BYTES; a gzip log may inflate to MAX_INFLATED_BYTES and INFLATE_RATIO times
+# its size (a zip bomb is stopped there).
+KVSCOPE_MAX_BAD_LINES = env_int("KVSCOPE_MAX_BAD_LINES", 10_000, minimum=0)
+KVSCOPE_MAX_LINE_BYTES = env_int("KVSCOPE_MAX_LINE_BYTES", 64 * 1024**2, minimum=1024)
+KVSCOPE_MAX_INFLATED_BYTES = env_int("KVSCOPE_MAX_INFLATED_BYTES", 64 * 1024**3, minimum=1)
+KVSCOPE_MAX_INFLATE_RATIO = env_int("KVSCOPE_MAX_INFLATE_RATIO", 200, minimum=1)
 
 # --- Celery --------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")

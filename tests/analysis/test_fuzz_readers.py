@@ -1,0 +1,107 @@
+"""Fuzzing the readers: random bytes, mutated valid lines and random JSON in every field
+never raise anything but UnusableInput from an ingest (LineError from a reader)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis import IngestOptions, UnusableInput, ingest
+from analysis.errors import ErrorLog, LineError
+from analysis.readers import ChatReader, MooncakeReader, ReadLimits
+
+KEY = b"test-secret-0123456789"
+FUZZ = settings(max_examples=int(os.environ.get("KVSCOPE_FUZZ_EXAMPLES", 150)), deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+OPTIONS = IngestOptions(hash_key=KEY, max_bad_lines=50, limits=ReadLimits(max_line_bytes=4096))
+
+CHAT = orjson.dumps({"id": "a", "timestamp": "2026-11-02T08:00:00Z", "model": "m",
+                     "metadata": {"tenant": "t"}, "messages": [
+                         {"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": [{"type": "document", "title": "d",
+                                                       "text": "Some text."}]}],
+                     "usage": {"completion_tokens": 3}})  # fmt: skip
+TRACE = orjson.dumps({"timestamp": 5, "input_length": 700, "output_length": 2,
+                      "hash_ids": [1, 2]})  # fmt: skip
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                   max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+def _ingest_survives(path) -> None:
+    try:
+        stream = ingest([path], OPTIONS)
+    except UnusableInput as exc:
+        assert str(exc)  # a reason, always
+        return
+    assert stream.requests >= 1 and stream.skipped_lines == len(stream.errors)
+
+
+@FUZZ
+@given(data=st.binary(max_size=3000), gz=st.booleans())
+def test_random_bytes(tmp_path_factory, data, gz):
+    path = tmp_path_factory.mktemp("fuzz") / "log.jsonl"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    _ingest_survives(path)
+
+
+@FUZZ
+@given(
+    base=st.sampled_from([CHAT, TRACE]),
+    edits=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 3), st.binary(max_size=3)),
+                   min_size=1, max_size=6),
+    gz=st.booleans(),
+    cut=st.integers(0, 100),
+)  # fmt: skip
+def test_mutated_valid_lines(tmp_path_factory, base, edits, gz, cut):
+    line = bytearray(base)
+    for at, remove, insert in edits:
+        at %= len(line) + 1
+        line[at : at + remove] = insert
+    data = base + b"\n" + bytes(line) + b"\n" + base.replace(b'"a"', b'"b"') + b"\n"
+    if gz:
+        packed = gzip.compress(data)
+        data = packed[: max(2, len(packed) * cut // 100)] if cut < 100 else packed
+    path = tmp_path_factory.mktemp("fuzz") / "log.jsonl"
+    path.write_bytes(data)
+    _ingest_survives(path)
+
+
+@FUZZ
+@given(field=st.sampled_from(["timestamp", "messages", "content", "role", "part", "usage",
+                              "id", "metadata"]), value=json_values)  # fmt: skip
+def test_random_json_in_chat_fields(field, value):
+    obj = orjson.loads(CHAT)
+    if field == "content":
+        obj["messages"][0]["content"] = value
+    elif field == "role":
+        obj["messages"][1]["role"] = value
+    elif field == "part":
+        obj["messages"][1]["content"] = [value]
+    else:
+        obj[field] = value
+    try:
+        ChatReader(ErrorLog()).parse(obj, 1)
+    except LineError as exc:
+        assert str(exc)
+
+
+@FUZZ
+@given(field=st.sampled_from(["timestamp", "input_length", "output_length", "hash_ids",
+                              "tenant", "metadata"]), value=json_values)  # fmt: skip
+def test_random_json_in_trace_fields(field, value):
+    obj = orjson.loads(TRACE)
+    obj[field] = value
+    try:
+        MooncakeReader(ErrorLog(), 512).parse(obj, 1)
+    except LineError as exc:
+        assert str(exc)
