@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -88,9 +88,11 @@ def upload_create(
     previews: bool = False,
     keep_raw_until=None,
     parts: int | None = None,
+    queue: str | None = None,
 ) -> Upload:
     """Store the raw files under generated names and queue the ingest (after commit).
-    `parts` > 1 splits one plain log over that many tasks (default: by settings)."""
+    `parts` > 1 splits one plain log over that many tasks (default: by settings); `queue`
+    sends it to the workers of that Celery queue (default: the default queue)."""
     stored = [_store_raw(source) for source in sources]
     upload = Upload.objects.create(
         ingest_parts=parts or _parts_for([path for path, _ in stored]),
@@ -104,11 +106,11 @@ def upload_create(
         raw_names=[original for _, original in stored],
         raw_size=sum(path.stat().st_size for path, _ in stored),
     )
-    _enqueue_ingest(upload.pk)
+    _enqueue_ingest(upload.pk, queue)
     return upload
 
 
-def _dispatch(task, job_id: int) -> None:
+def _dispatch(task, job_id: int, queue: str | None = None) -> None:
     """Send a task once the current transaction commits (the row must exist for it).
 
     With no broker (the embedded default) tasks run in-process; KVSCOPE_EAGER_IN_THREAD
@@ -129,13 +131,73 @@ def _dispatch(task, job_id: int) -> None:
 
         transaction.on_commit(lambda: threading.Thread(target=run, daemon=True).start())
     else:
-        transaction.on_commit(lambda: task.delay(job_id))
+        transaction.on_commit(lambda: _send(task, job_id, queue))
+
+
+def _send(task, job_id: int, queue: str | None = None) -> None:
+    """Hand the task to the broker; if it cannot be reached, say so on the job and keep
+    everything (raw files included) for a retry: automatic when a worker starts, or the
+    Retry button."""
+    try:
+        task.apply_async((job_id,), **({"queue": queue} if queue else {}))
+    except Exception as exc:  # kombu OperationalError and the socket errors under it
+        log.warning("could not queue %s(%s): %s", task.name, job_id, exc)
+        # raw files stay (only a retention date or a finished ingest deletes them)
+        _model_of(task).objects.filter(pk=job_id, status=JobStatus.PENDING).update(
+            status=JobStatus.FAILED,
+            dispatch_failed=True,
+            finished_at=timezone.now(),
+            message=(
+                "The task queue (broker) could not be reached, so this job was not started "
+                f"({type(exc).__name__}: {exc}). Nothing is lost: it is queued again when a "
+                "worker starts, or press Retry."
+            )[:2000],
+        )
+
+
+def _model_of(task):
+    from console.tasks import ingest_upload_task
+
+    return Upload if task is ingest_upload_task else Analysis
+
+
+def analysis_retry(*, analysis: Analysis) -> Analysis:
+    """Queue a failed analysis again (its stream is still stored)."""
+    from console.tasks import run_analysis_task
+
+    claimed = Analysis.objects.filter(pk=analysis.pk, status=JobStatus.FAILED).update(
+        status=JobStatus.PENDING,
+        dispatch_failed=False,
+        stage="",
+        message="",
+        progress_done=0,
+        progress_total=0,
+        started_at=None,
+        finished_at=None,
+    )
+    if claimed:
+        _dispatch(run_analysis_task, analysis.pk)
+    analysis.refresh_from_db()
+    return analysis
+
+
+def requeue_undispatched() -> int:
+    """Queue again the jobs whose dispatch failed (a worker runs this when it starts)."""
+    count = 0
+    for upload in Upload.objects.filter(dispatch_failed=True, status=JobStatus.FAILED):
+        try:
+            upload_retry(upload=upload)
+            count += 1
+        except RetryRefused:
+            continue
+    for analysis in Analysis.objects.filter(dispatch_failed=True, status=JobStatus.FAILED):
+        analysis_retry(analysis=analysis)
+        count += 1
+    return count
 
 
 def _fail_any(job_id: int, task, message: str) -> None:
-    from console.tasks import ingest_upload_task
-
-    model = Upload if task is ingest_upload_task else Analysis
+    model = _model_of(task)
     try:
         model.objects.filter(pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]).update(
             status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
@@ -144,10 +206,10 @@ def _fail_any(job_id: int, task, message: str) -> None:
         log.exception("could not mark %s %s failed", model.__name__, job_id)
 
 
-def _enqueue_ingest(upload_id: int) -> None:
+def _enqueue_ingest(upload_id: int, queue: str | None = None) -> None:
     from console.tasks import ingest_upload_task
 
-    _dispatch(ingest_upload_task, upload_id)
+    _dispatch(ingest_upload_task, upload_id, queue)
 
 
 def upload_retry(*, upload: Upload) -> Upload:
@@ -156,6 +218,7 @@ def upload_retry(*, upload: Upload) -> Upload:
         raise RetryRefused("The raw files are gone; upload the log again.")
     claimed = Upload.objects.filter(pk=upload.pk, status=JobStatus.FAILED).update(
         status=JobStatus.PENDING,
+        dispatch_failed=False,
         stage="",
         message="",
         progress_done=0,
@@ -184,23 +247,63 @@ def _progress_writer(model, pk: int, counters: bool = False) -> Callable[[Progre
         fields = {"stage": p.stage, "progress_done": p.done, "progress_total": p.total}
         if counters:
             fields |= {"requests_done": p.requests, "skipped_so_far": p.skipped}
-        model.objects.filter(pk=pk).update(**fields)
+        try:
+            model.objects.filter(pk=pk).update(**fields)
+        except _DB_LOST:
+            # the database went away (a restart): progress can wait, the work goes on;
+            # the next write reconnects
+            connection.close()
 
     return write
 
 
-def _claim(model, pk: int) -> bool:
+def _claim(model, pk: int, redelivered: bool = False) -> bool:
+    """Take a queued job. A redelivered task (its worker died mid-way) also takes over the
+    job left running; a job already finished is never run twice."""
+    statuses = [JobStatus.PENDING, JobStatus.RUNNING] if redelivered else [JobStatus.PENDING]
     return bool(
-        model.objects.filter(pk=pk, status=JobStatus.PENDING).update(
+        model.objects.filter(pk=pk, status__in=statuses).update(
             status=JobStatus.RUNNING, started_at=timezone.now(), processed_by=_worker_name()
         )
     )
 
 
+def _clear_leftovers(upload_id: int) -> None:
+    """What a killed run may have left: its spill and half-written (temporary) folders."""
+    folder = _upload_folder(upload_id)
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if entry.name.startswith(".") or entry.name == "parts":
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+_DB_LOST = (OperationalError, InterfaceError)
+
+
 def _fail(model, pk: int, message: str) -> None:
-    model.objects.filter(pk=pk).update(
-        status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
-    )
+    """Mark a job failed; if the database is away (a restart), reconnect and try again
+    for about a minute rather than leave the job "running" with nobody on it."""
+    for attempt in range(8):
+        try:
+            model.objects.filter(pk=pk).update(
+                status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
+            )
+            return
+        except _DB_LOST:
+            if attempt == 7:
+                raise
+            connection.close()
+            time.sleep(min(2**attempt, 15))
+
+
+def _failure_message(exc: Exception) -> str:
+    if isinstance(exc, _DB_LOST):
+        return (f"the database connection was lost during the work ({type(exc).__name__}: "
+                f"{exc}); nothing was kept from this run: press Retry")  # fmt: skip
+    if isinstance(exc, OSError) and exc.filename:
+        return (f"could not write {exc.filename}: {exc.strerror or exc} (is the data folder "
+                "full or read-only?); nothing half-written was kept: press Retry")  # fmt: skip
+    return f"internal error: {type(exc).__name__}: {exc}"
 
 
 def _parts_for(paths: list[Path]) -> int:
@@ -232,12 +335,14 @@ def _parts_folder(upload_id: int) -> Path:
     return _upload_folder(upload_id) / "parts"
 
 
-def upload_ingest(*, upload_id: int) -> None:
+def upload_ingest(*, upload_id: int, redelivered: bool = False) -> None:
     """Ingest an upload into one block stream per block size, then run the default
-    analysis on the first. Claims the row first: a second delivery does nothing.
+    analysis on the first. Claims the row first: a second delivery does nothing, unless it
+    is a redelivery after a worker died (then it starts over, from a clean folder).
     A split upload fans out to one task per part and merges in a chord's callback."""
-    if not _claim(Upload, upload_id):
+    if not _claim(Upload, upload_id, redelivered):
         return
+    _clear_leftovers(upload_id)
     upload = Upload.objects.get(pk=upload_id)
     if upload.ingest_parts > 1 and len(upload.raw_paths) == 1:
         _ingest_in_parts(upload)
@@ -330,7 +435,10 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
             upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
-    _fail(Upload, upload.pk, f"internal error: {type(exc).__name__}: {exc}")
+    if isinstance(exc, _DB_LOST):
+        connection.close()
+    _fail(Upload, upload.pk, _failure_message(exc))
+    _clear_leftovers(upload.pk)
     if upload.keep_raw_until is None:  # kept a day for a retry, then purged
         Upload.objects.filter(pk=upload.pk).update(
             keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
@@ -350,9 +458,26 @@ def _finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
     except Exception as exc:
         _ingest_failed(upload, exc)
         return
+    try:
+        finished = _record_ingest(upload, paths, first, params, report)
+    except Exception as exc:
+        _ingest_failed(upload, exc)
+        return
+    if finished and upload.keep_raw_until is None:
+        for path in upload.raw_paths:
+            Path(path).unlink(missing_ok=True)
+
+
+def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict, report) -> bool:
+    """One transaction: the default analysis and the upload's done state. False (and
+    nothing written) if the upload is no longer running: a duplicate run finished first."""
+    upload_id = upload.pk
     now = timezone.now()
     delete_raw = upload.keep_raw_until is None
     with transaction.atomic():
+        current = Upload.objects.select_for_update().only("status").get(pk=upload_id)
+        if current.status != JobStatus.RUNNING:
+            return False
         Analysis.objects.create(
             upload=upload,
             created_by=upload.created_by,
@@ -380,9 +505,7 @@ def _finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
             # cleared with the status, so no page ever shows "done" with the raw file kept
             **({"raw_paths": []} if delete_raw else {}),
         )
-    if delete_raw:
-        for path in upload.raw_paths:
-            Path(path).unlink(missing_ok=True)
+    return True
 
 
 def upload_delete_raw(*, upload_id: int) -> None:
@@ -421,9 +544,9 @@ def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=Non
     return analysis
 
 
-def analysis_run(*, analysis_id: int) -> None:
+def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
     """Run a queued analysis from the block stream (never the raw file)."""
-    if not _claim(Analysis, analysis_id):
+    if not _claim(Analysis, analysis_id, redelivered):
         return
     analysis = Analysis.objects.select_related("upload").get(pk=analysis_id)
     progress = _progress_writer(Analysis, analysis_id)

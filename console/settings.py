@@ -80,9 +80,13 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # the embedded default: wait for a lock instead of failing (web + background thread)
+    # (WAL: readers never wait for the writer)
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL"}
     )
+    # tests on a file too: an in-memory shared-cache database locks whole tables, which the
+    # embedded default never does
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Uploaded logs and block-stream artifacts. Web and workers must share this folder.
@@ -169,6 +173,23 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Submitting while the broker is down fails within about two seconds (the job then says so
+# and is queued again when a worker starts) instead of holding the upload request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+if CELERY_BROKER_URL.startswith(("redis", "rediss")):
+    # Redis has no consumer-death signal: a message unacknowledged this long (its worker was
+    # killed) is handed to another worker. It must exceed the longest task; the check runs
+    # every KVSCOPE_BROKER_RESTORE_EVERY seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("KVSCOPE_BROKER_VISIBILITY_TIMEOUT", 6 * 3600, minimum=1),
+        "unacked_restore_interval": env_int("KVSCOPE_BROKER_RESTORE_EVERY", 60, minimum=1),
+        "unacked_restore_throttle": 1,
+    }
 # `celery -A console beat` runs this; without beat, cron the purge_expired_raw command.
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-raw-uploads": {"task": "kvscope.purge_expired_raw", "schedule": 6 * 3600.0},

@@ -1,20 +1,29 @@
-"""Celery tasks: thin faces on the services (load by id, call, nothing else)."""
+"""Celery tasks: thin faces on the services (load by id, call, nothing else).
+
+Tasks are acknowledged late: a worker killed mid-task leaves its message unacknowledged,
+and the broker hands it out again marked `redelivered`; the service then takes over the
+job its dead predecessor left running."""
 
 from celery import shared_task
 
 
-@shared_task(name="kvscope.ingest_upload", acks_late=True)
-def ingest_upload_task(upload_id: int) -> None:
+def _redelivered(task) -> bool:
+    """Handed out again after its worker died (or retried after a lost connection)."""
+    return bool((task.request.delivery_info or {}).get("redelivered") or task.request.retries)
+
+
+@shared_task(name="kvscope.ingest_upload", acks_late=True, bind=True)
+def ingest_upload_task(self, upload_id: int) -> None:
     from console.services import upload_ingest
 
-    upload_ingest(upload_id=upload_id)
+    upload_ingest(upload_id=upload_id, redelivered=_redelivered(self))
 
 
-@shared_task(name="kvscope.run_analysis", acks_late=True)
-def run_analysis_task(analysis_id: int) -> None:
+@shared_task(name="kvscope.run_analysis", acks_late=True, bind=True)
+def run_analysis_task(self, analysis_id: int) -> None:
     from console.services import analysis_run
 
-    analysis_run(analysis_id=analysis_id)
+    analysis_run(analysis_id=analysis_id, redelivered=_redelivered(self))
 
 
 @shared_task(name="kvscope.purge_expired_raw")
@@ -32,6 +41,13 @@ def ingest_part_task(upload_id: int, index: int, start: int, end: int, first_lin
         upload_id=upload_id, index=index, start=start, end=end, first_line=first_line
     )
     return index  # a chord waits for its header's results
+
+
+@shared_task(name="kvscope.requeue_undispatched")
+def requeue_undispatched_task() -> int:
+    from console.services import requeue_undispatched
+
+    return requeue_undispatched()
 
 
 @shared_task(name="kvscope.ingest_merge", acks_late=True)

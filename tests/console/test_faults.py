@@ -1,0 +1,226 @@
+"""Faults: a worker killed mid-ingest, the broker down at submit, database connections
+cut mid-ingest, an unwritable data folder, two re-analyses of one upload at once.
+
+The first three need the production shape (the second CI run: PostgreSQL, Redis, a real
+worker); they start and kill their own workers on a private queue."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.urls import reverse
+from kombu import pools as kombu_pools
+
+from analysis import analyze, ingest
+from bench.generate import chat_requests, write_jsonl
+from console.celery import app
+from console.engine import analysis_params, ingest_options
+from console.models import Analysis, JobStatus, Upload
+from console.services import analysis_create, upload_create, upload_retry
+from console.tasks import requeue_undispatched_task
+from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+needs_broker = pytest.mark.skipif(not BROKER_MODE, reason="needs a real broker and workers")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _finished(pk: int, model=Upload):
+    def check():
+        """the job to finish"""
+        row = model.objects.get(pk=pk)
+        return row if row.finished else None
+
+    return check
+
+
+def _direct_report(log: Path, **params) -> dict:
+    return analyze(ingest([log], ingest_options()), analysis_params(**params)).to_dict()
+
+
+@pytest.fixture
+def big_log(tmp_path) -> Path:
+    """A log that takes a worker a few seconds: long enough to be interrupted."""
+    path = tmp_path / "big.jsonl"
+    write_jsonl(chat_requests(20_000, seed=8, documents=30), path)
+    return path
+
+
+@contextmanager
+def _worker(name: str, queue: str, tmp_path: Path, **env: str):
+    """A worker of our own on a private queue, solo pool: SIGKILL kills the task too."""
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
+         "-Q", queue, "-n", f"{name}@%h", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": url, **env},
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    node = f"{name}@{socket.gethostname()}"
+    try:
+        wait_for(lambda: app.control.ping(destination=[node], timeout=0.5), timeout=60)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+        log.close()
+
+
+@needs_broker
+def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_path):
+    queue = "kvscope-faults"
+    with _worker("doomed", queue, tmp_path) as doomed:
+        upload = upload_create(name="big", sources=[big_log], queue=queue)
+
+        def reading():
+            """the ingest to be under way"""
+            row = Upload.objects.get(pk=upload.pk)
+            return row.status == JobStatus.RUNNING and row.progress_done > 0
+
+        wait_for(reading, timeout=60, interval=0.05)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(10)
+    stuck = Upload.objects.get(pk=upload.pk)
+    assert stuck.status == JobStatus.RUNNING and str(doomed.pid) in stuck.processed_by
+    # a new worker gets the unacknowledged task back (marked redelivered) and takes over
+    with _worker("rescuer", queue, tmp_path, KVSCOPE_BROKER_VISIBILITY_TIMEOUT="2",
+                 KVSCOPE_BROKER_RESTORE_EVERY="1") as rescuer:  # fmt: skip
+        done = wait_for(_finished(upload.pk), timeout=240)
+        assert done.status == JobStatus.DONE, done.message
+        assert str(rescuer.pid) in done.processed_by
+    # the same report as an uninterrupted run, one analysis row, no leftovers
+    (analysis,) = Analysis.objects.filter(upload=done)
+    assert done.requests == 20_000
+    assert analysis.report == _direct_report(big_log)
+    folder = Path(done.streams["256"]).parent
+    assert sorted(p.name for p in folder.iterdir()) == ["b256"]
+    assert done.raw_paths == [] and not list((Path(settings.MEDIA_ROOT) / "raw").glob(
+        f"*{Path(stuck.raw_paths[0]).name}"))  # fmt: skip
+
+
+@contextmanager
+def _broker_at(url: str):
+    """Point this process's Celery app at another broker URL (pools rebuilt on use)."""
+    saved = app.conf.broker_url, app.conf.broker_write_url
+
+    def reset():
+        kombu_pools.reset()  # closes and forgets every producer pool, keyed by connection
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    app.conf.broker_url = app.conf.broker_write_url = url
+    reset()
+    try:
+        yield
+    finally:
+        app.conf.broker_url, app.conf.broker_write_url = saved
+        reset()
+
+
+@needs_broker
+def test_broker_down_at_submit_keeps_the_upload_and_queues_it_later(client, analyst, chat_log):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    with _broker_at("redis://127.0.0.1:9/0"), open(chat_log, "rb") as fh:  # nothing listens
+        form = {"name": "while down", "files": [fh], "format": "auto", "block_sizes": ["256"],
+                "retention": "delete"}  # fmt: skip
+        response = client.post(reverse("upload_new"), form)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    upload = Upload.objects.get()  # redirected to its page, which says what happened
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert "The task queue (broker) could not be reached" in page
+    assert upload.status == JobStatus.FAILED and upload.dispatch_failed
+    assert all(Path(p).exists() for p in upload.raw_paths)  # nothing lost
+    # the broker is back: what a starting worker runs queues it again
+    requeue_undispatched_task.delay()
+
+    def requeued_and_finished():
+        """the upload to be queued again and finish"""
+        row = Upload.objects.get(pk=upload.pk)
+        return row if row.finished and not row.dispatch_failed else None
+
+    done = wait_for(requeued_and_finished)
+    assert done.status == JobStatus.DONE and not done.dispatch_failed, done.message
+    assert done.requests == 120 and done.raw_paths == []
+
+
+@needs_broker
+def test_database_connections_cut_mid_ingest_never_give_a_partial_done(big_log):
+    upload = upload_create(name="big", sources=[big_log])
+
+    def reading():
+        """the ingest to be under way"""
+        row = Upload.objects.get(pk=upload.pk)
+        return row.status == JobStatus.RUNNING and row.progress_done > 0
+
+    wait_for(reading, timeout=60, interval=0.05)
+    with connection.cursor() as cursor:  # what a PostgreSQL restart does to the worker
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1
+    done = wait_for(_finished(upload.pk), timeout=240)
+    print(f"after the cut: {done.status} {done.message}")  # which of the two (for -s runs)
+    if done.status == JobStatus.FAILED:  # allowed: a clear reason, and a retry
+        assert "database connection was lost" in done.message
+        assert not Analysis.objects.filter(upload=done).exists()
+    else:  # recovered: then complete
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 20_000
+        assert Analysis.objects.get(upload=done).report == _direct_report(big_log)
+
+
+@pytest.mark.skipif(BROKER_MODE, reason="the real worker keeps the data folder it started with")
+def test_an_unwritable_artifact_folder_fails_clearly_and_writes_nothing(chat_log, tmp_path,
+                                                                        settings):  # fmt: skip
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the artifact folder should be")
+    settings.ARTIFACT_ROOT = blocker / "artifacts"
+    upload = upload_create(name="nowhere", sources=[chat_log])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.FAILED
+    assert done.message.startswith(f"could not write {blocker}")
+    assert "nothing half-written was kept: press Retry" in done.message
+    assert blocker.read_text() == "a file where the artifact folder should be"
+    assert all(Path(p).exists() for p in done.raw_paths)  # kept for the retry
+    settings.ARTIFACT_ROOT = tmp_path / "artifacts"
+    upload_retry(upload=done)  # what the Retry button does
+    again = wait_for(_finished(upload.pk))
+    assert again.status == JobStatus.DONE and again.requests == 120
+
+
+def test_two_reanalyses_of_one_upload_at_once_are_both_complete(chat_log, settings):
+    upload = upload_create(name="shared", sources=[chat_log])
+    upload = wait_for(_finished(upload.pk))
+    settings.KVSCOPE_EAGER_IN_THREAD = True  # eager: run both side by side in threads
+    asks = [{"scope": "tenant", "lifetime": 600.0}, {"scope": "user", "windows": [60.0]}]
+    analyses: list[Analysis] = []
+    barrier = threading.Barrier(2)
+
+    def submit(params):
+        barrier.wait()
+        analyses.append(analysis_create(upload=upload, block_tokens=256, params=params))
+        connection.close()
+
+    threads = [threading.Thread(target=submit, args=(p,)) for p in asks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for analysis in analyses:
+        done = wait_for(_finished(analysis.pk, Analysis))
+        assert done.status == JobStatus.DONE, done.message
+        assert done.report == _direct_report(chat_log, **done.params)
