@@ -13,6 +13,7 @@ from analysis.budgets import WEIGHT_DTYPE_BYTES
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
+from console.sniff import refusal
 
 BLOCK_SIZE_CHOICES = [
     (16, "16 (vLLM block)"),
@@ -88,6 +89,19 @@ class UploadForm(forms.Form):
     keep_until = forms.DateField(
         required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Keep until"
     )
+
+    def clean_files(self):
+        files = self.cleaned_data["files"]
+        problems = []
+        for upload in files:
+            head = upload.read(4096)
+            upload.seek(0)
+            problem = refusal(upload.name, head)
+            if problem:
+                problems.append(problem)
+        if problems:
+            raise forms.ValidationError(problems)
+        return files
 
     def clean(self):
         data = super().clean()

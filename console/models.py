@@ -122,6 +122,7 @@ from console.policies.models import (  # noqa: E402
     SignOff,
     VersionState,
 )
+from console.signin import SignInFailure  # noqa: E402
 
 __all__ = [
     "Analysis",
@@ -131,6 +132,7 @@ __all__ = [
     "Policy",
     "PolicyVersion",
     "Review",
+    "SignInFailure",
     "SignOff",
     "Upload",
     "VersionState",

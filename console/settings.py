@@ -205,6 +205,30 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# After this many failed sign-ins within the lockout window an account is refused (an
+# address after four times as many), even with the right password, until the window ends.
+KVSCOPE_LOGIN_FAILURES = env_int("KVSCOPE_LOGIN_FAILURES", 5, minimum=1)
+KVSCOPE_LOGIN_LOCKOUT_SECONDS = env_int("KVSCOPE_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# Sessions end after this long (default a working day), signed in or not.
+SESSION_COOKIE_AGE = env_int("KVSCOPE_SESSION_SECONDS", 8 * 3600, minimum=60)
+
+# --- HTTPS and security headers ---------------------------------------------------------
+# Production (DJANGO_DEBUG=0) is HTTPS-only by default: secure cookies, a redirect to
+# https, HSTS. Behind a TLS-terminating proxy set KVSCOPE_BEHIND_PROXY=1 (it must set
+# X-Forwarded-Proto); KVSCOPE_HTTPS=0 serves plain HTTP (a private network only).
+KVSCOPE_HTTPS = env_bool("KVSCOPE_HTTPS", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = KVSCOPE_HTTPS
+SECURE_SSL_REDIRECT = KVSCOPE_HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # the container's own health check speaks HTTP
+SECURE_HSTS_SECONDS = env_int("KVSCOPE_HSTS_SECONDS", 365 * 86400 if KVSCOPE_HTTPS else 0,
+                              minimum=0)  # fmt: skip
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = bool(SECURE_HSTS_SECONDS)
+if env_bool("KVSCOPE_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

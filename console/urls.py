@@ -4,6 +4,7 @@ from django.urls import path
 
 from console import views
 from console.policies import views as policy_views
+from console.signin import ThrottledAuthenticationForm
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -55,7 +56,11 @@ urlpatterns = [
         policy_views.version_export,
         name="policy_export",
     ),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]

@@ -308,6 +308,8 @@ def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
     """Delete a draft that was never submitted (and its policy, if nothing else is left).
     Returns the policy when it still exists. The deletion is an audit event."""
     _require(can_author(user), "Only analysts delete drafts.")
+    _require(user.is_superuser or _edited_by(version, user),
+             "Only those who wrote a draft may delete it.")  # fmt: skip
     with transaction.atomic():
         locked = PolicyVersion.objects.select_for_update().filter(pk=version.pk).first()
         if locked is None or locked.state != VersionState.DRAFT or locked.reviews.exists():

@@ -249,7 +249,7 @@ def test_keeping_the_raw_file_needs_a_future_date(client, analyst, chat_log):
 def test_a_failed_ingest_can_be_retried_when_the_raw_file_was_kept(client, analyst, tmp_path):
     _login(client, analyst)
     log = tmp_path / "broken.jsonl"
-    log.write_text("not json\n")
+    log.write_text("{not json\n")
     keep_until = (timezone.localdate() + dt.timedelta(days=30)).isoformat()
     response = _upload_through_form(client, log, retention="keep", keep_until=keep_until)
     upload = wait_for(_finished(Upload, Upload.objects.get().pk))
@@ -308,7 +308,7 @@ def test_a_failed_ingest_deletes_the_raw_file_unless_kept(client, analyst, tmp_p
     raw = Path(settings.MEDIA_ROOT) / "raw"
     before = set(raw.glob("*"))
     log = tmp_path / "broken.jsonl"
-    log.write_text("not json\n")
+    log.write_text("{not json\n")
     _upload_through_form(client, log)
     upload = wait_for(_finished(Upload, Upload.objects.get().pk))
     assert upload.status == "failed" and upload.raw_paths == []

@@ -1,0 +1,62 @@
+"""Sign-in throttling: after repeated failures an account (and, more loosely, an address)
+is refused for a while, even with the right password. Failures are rows in the database,
+so every web process of a deployment sees the same count."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.db import models
+from django.utils import timezone
+
+
+class SignInFailure(models.Model):
+    username = models.CharField(max_length=150, db_index=True)
+    address = models.CharField(max_length=64, db_index=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        app_label = "console"
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.address} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+def client_address(request) -> str:
+    # REMOTE_ADDR only: X-Forwarded-For is whatever the client says unless a proxy we
+    # trust rewrites it (behind one, configure it to set REMOTE_ADDR)
+    return (request.META.get("REMOTE_ADDR") or "")[:64] if request is not None else ""
+
+
+def _recent(**which) -> int:
+    since = timezone.now() - dt.timedelta(seconds=settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS)
+    return SignInFailure.objects.filter(at__gte=since, **which).count()
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """Django's sign-in form, refusing accounts and addresses with too many recent
+    failures before it even checks the password."""
+
+    def clean(self):
+        username = (self.cleaned_data.get("username") or "").lower()
+        address = client_address(self.request)
+        minutes = max(1, settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS // 60)
+        limit = settings.KVSCOPE_LOGIN_FAILURES
+        if username and _recent(username=username) >= limit:
+            raise forms.ValidationError(
+                f"Too many failed sign-ins for this account; try again in {minutes} minutes.",
+                code="throttled",
+            )
+        if address and _recent(address=address) >= limit * 4:
+            raise forms.ValidationError(
+                f"Too many failed sign-ins from this address; try again in {minutes} minutes.",
+                code="throttled",
+            )
+        try:
+            return super().clean()
+        except forms.ValidationError:
+            SignInFailure.objects.create(username=username[:150], address=address)
+            raise
