@@ -234,6 +234,14 @@ def bench_workers(args) -> None:
     workers.run(log, work, [(1, 1), (1, 2), (2, 2)])
 
 
+# --- load test of the pages (gunicorn, PostgreSQL, Locust) -----------------------------
+def bench_load(args) -> None:
+    from bench import load
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-load-"))
+    load.run(work, args.seconds, [int(x) for x in args.users.split(",")])
+
+
 # --- ingest memory: bounded by the distinct content, not the file length ----------------
 def bench_memory(args) -> None:
     from bench.generate import chat_copies, write_jsonl
@@ -341,6 +349,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--workdir")
+    p = sub.add_parser("load", help="pages and uploads under 1, 8, 32 concurrent users")
+    p.add_argument("--seconds", type=int, default=30, help="per level")
+    p.add_argument("--users", default="1,8,32")
+    p.add_argument("--workdir")
     p = sub.add_parser("workers", help="split ingest: one Celery worker vs two")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workdir")
@@ -366,6 +378,7 @@ def main(argv: list[str] | None = None) -> None:
         "parallel": bench_parallel,
         "memory": bench_memory,
         "workers": bench_workers,
+        "load": bench_load,
         "ingest-once": bench_ingest_once,
     }
     if args.what != "ingest-once":

@@ -27,6 +27,7 @@ from django.utils import timezone
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_folders
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
+from console import charts
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
 
@@ -483,7 +484,8 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             created_by=upload.created_by,
             block_tokens=first.block_tokens,
             params=params,
-            report=report.to_dict(),
+            report=(report_dict := report.to_dict()),
+            figures=charts.report_figures(report_dict),
             status=JobStatus.DONE,
             stage="done",
             started_at=now,
@@ -530,6 +532,17 @@ def default_block_size(upload: Upload) -> int:
     return sizes[0] if sizes else DEFAULT_BLOCK_TOKENS.get(upload.source_format, 256)
 
 
+def analysis_figures(analysis: Analysis) -> dict:
+    """The stored figures of a finished analysis (drawn and stored now for rows written
+    before figures were stored)."""
+    if not analysis.report:
+        return {}
+    if analysis.figures is None:
+        analysis.figures = charts.report_figures(analysis.report)
+        Analysis.objects.filter(pk=analysis.pk, figures=None).update(figures=analysis.figures)
+    return analysis.figures
+
+
 def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
     """Queue an analysis of an upload's stored block stream with new parameters."""
     if str(block_tokens) not in upload.streams:
@@ -562,5 +575,9 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
         _fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}")
         raise
     Analysis.objects.filter(pk=analysis_id).update(
-        report=report.to_dict(), status=JobStatus.DONE, stage="done", finished_at=timezone.now()
+        report=(report_dict := report.to_dict()),
+        figures=charts.report_figures(report_dict),
+        status=JobStatus.DONE,
+        stage="done",
+        finished_at=timezone.now(),
     )

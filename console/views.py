@@ -20,6 +20,7 @@ from console.roles import analyst_required, can_analyze, can_author, reader_requ
 from console.services import (
     RetryRefused,
     analysis_create,
+    analysis_figures,
     default_block_size,
     upload_create,
     upload_retry,
@@ -194,7 +195,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "analysis": analysis,
             "upload": analysis.upload,
             "report": report,
-            "figures": charts.report_figures(report) if report else {},
+            "figures": analysis_figures(analysis),
             "form": form,
             "siblings": siblings,
             "can_author": can_author(request.user),

@@ -313,3 +313,19 @@ def test_a_failed_ingest_deletes_the_raw_file_unless_kept(client, analyst, tmp_p
     upload = wait_for(_finished(Upload, Upload.objects.get().pk))
     assert upload.status == "failed" and upload.raw_paths == []
     assert set(raw.glob("*")) == before  # the stored copy is gone
+
+
+def test_analysis_pages_answer_from_stored_results(client, done_upload):
+    """The task stores the report and its figures; a page view reads them, and still
+    works with the block stream gone (nothing is recomputed per view)."""
+    analysis = Analysis.objects.get(upload=done_upload)
+    assert analysis.figures and set(analysis.figures) >= {"mrc", "working_set"}
+    for folder in done_upload.streams.values():
+        for path in sorted(Path(folder).iterdir(), reverse=True):
+            path.unlink()
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    for name in analysis.figures:
+        assert f'id="chart-{name}"' in page
+    last_point = analysis.figures["mrc"]["data"][0]["y"][-1]
+    assert json.dumps(last_point) in page  # the stored figure's own numbers
+    assert Analysis.objects.filter(upload=done_upload).count() == 1

@@ -1,0 +1,145 @@
+"""Load test on loopback: gunicorn (gthread) on PostgreSQL with Redis and one Celery
+worker, driven by Locust at 1, 8 and 32 concurrent users, each level bounded in time.
+
+    python -m bench load --seconds 30
+
+Reports p50/p95/p99 latency (ms), requests and failures per endpoint and level. The
+analysis pages read the stored report: nothing is recomputed per view (the report row is
+written once by the task), which the run checks by counting analyses before and after.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PG = os.environ.get("KVSCOPE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+BROKER = os.environ.get("KVSCOPE_BENCH_BROKER", "redis://127.0.0.1:6379/13")
+PORT = 8077
+
+
+def run(work: Path, seconds: int, levels: list[int]) -> None:
+    from bench.generate import chat_requests, write_jsonl
+
+    password = secrets.token_urlsafe(16)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/kvscope_load",
+        "CELERY_BROKER_URL": BROKER,
+        "KVSCOPE_DATA_DIR": str(work / "data"),
+        "KVSCOPE_HASH_KEY": "load-secret-0123456789",
+        "DJANGO_DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "KVSCOPE_HTTPS": "0",  # loopback, plain HTTP
+        "KVSCOPE_LOAD_PASSWORD": password,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+    }
+    _fresh_database()
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True)
+    subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True)
+    adduser = [*manage, "adduser", "loadtest", "--role", "analyst", "--password-env",
+               "KVSCOPE_LOAD_PASSWORD"]  # fmt: skip
+    subprocess.run(adduser, env=env, check=True, stdout=subprocess.DEVNULL)
+    day = work / "day.jsonl"
+    write_jsonl(chat_requests(3000, seed=4), day)
+    small = work / "small.jsonl"
+    write_jsonl(chat_requests(20, seed=5, documents=4, doc_words=(50, 120)), small)
+    logs = [open(work / name, "ab") for name in ("worker.log", "gunicorn.log")]  # noqa: SIM115
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker", "-c", "1",
+                          "--without-gossip", "--without-mingle"], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=logs[0]),
+        subprocess.Popen([sys.executable, "-m", "gunicorn", "console.wsgi:application", "-b",
+                          f"127.0.0.1:{PORT}", "-k", "gthread", "-w", "2", "--threads", "8"],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=logs[1]),
+    ]  # fmt: skip
+    try:
+        _wait_http(f"http://127.0.0.1:{PORT}/healthz")
+        upload_id, analysis_id = _seed(manage, env, day)
+        before = _count(manage, env)
+        print(f"load: gunicorn gthread 2x8 on PostgreSQL, Redis + 1 Celery worker; "
+              f"{seconds} s per level; analysis {analysis_id} of a 3,000-request log")  # fmt: skip
+        print(f"  {'users':>5} {'endpoint':<22} {'requests':>8} {'fail':>5} {'p50':>6} "
+              f"{'p95':>6} {'p99':>6}  (ms)")  # fmt: skip
+        for users in levels:
+            prefix = work / f"load-{users}"
+            subprocess.run(
+                [sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile.py"),
+                 "--headless", "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s",
+                 "--host", f"http://127.0.0.1:{PORT}", "--csv", str(prefix), "--only-summary",
+                 "--stop-timeout", "10"],
+                cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={**env, "KVSCOPE_LOAD_ANALYSIS": str(analysis_id),
+                     "KVSCOPE_LOAD_UPLOAD": str(upload_id), "KVSCOPE_LOAD_LOG": str(small)},
+            )  # fmt: skip
+            with open(f"{prefix}_stats.csv") as fh:
+                for row in csv.DictReader(fh):
+                    print(f"  {users:>5} {row['Name']:<22} {row['Request Count']:>8} "
+                          f"{row['Failure Count']:>5} {row['50%']:>6} {row['95%']:>6} "
+                          f"{row['99%']:>6}")  # fmt: skip
+        after = _count(manage, env)
+        print(f"  analyses: {before[0]} -> {after[0]}, uploads {before[1]} -> {after[1]}: one "
+              "analysis per upload, none from page views")  # fmt: skip
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+        for fh in logs:
+            fh.close()
+
+
+def _fresh_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS "kvscope_load" WITH (FORCE)')
+        conn.execute('CREATE DATABASE "kvscope_load"')
+
+
+def _wait_http(url: str) -> None:
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"{url} did not answer")
+
+
+def _django(manage: list[str], env: dict, code: str) -> str:
+    return subprocess.run([*manage, "shell", "-c", code], env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def _seed(manage: list[str], env: dict, log: Path) -> tuple[int, int]:
+    """One ingested upload with its default analysis (through the worker)."""
+    out = _django(manage, env, f"""
+import time
+from pathlib import Path
+from console.models import Analysis
+from console.services import upload_create
+u = upload_create(name="day", sources=[Path({str(log)!r})])
+for _ in range(600):
+    a = Analysis.objects.filter(upload=u, status="done").first()
+    if a: break
+    time.sleep(0.5)
+print(u.pk, a.pk)
+""")  # fmt: skip
+    upload_id, analysis_id = out.split()[-2:]
+    return int(upload_id), int(analysis_id)
+
+
+def _count(manage: list[str], env: dict) -> tuple[int, int]:
+    out = _django(manage, env, "from console.models import Analysis, Upload; "
+                  "print(Analysis.objects.count(), Upload.objects.count())")  # fmt: skip
+    a, u = out.split()[-2:]
+    return int(a), int(u)
