@@ -7,6 +7,7 @@ import datetime as dt
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -122,3 +123,37 @@ def test_a_split_ingest_over_a_chord_gives_the_single_pass_report(chat_log):
     assert stored == direct
     # the parts' own streams are cleaned up once merged
     assert not (Path(done.streams["256"]).parent / "parts").exists()
+
+
+def _mixed_log(path: Path, bad: int) -> Path:
+    good = [
+        orjson.dumps({"id": f"r{i}", "timestamp": 1_700_000_000 + i,
+                      "messages": [{"role": "user", "content": f"question {i}"}]})
+        for i in range(3)
+    ]  # fmt: skip
+    path.write_bytes(b"\n".join([good[0], *[b"{broken"] * bad, *good[1:], good[1]]) + b"\n")
+    return path
+
+
+def test_bad_lines_leave_a_partial_upload_that_names_them(tmp_path):
+    upload = upload_create(name="mixed", sources=[_mixed_log(tmp_path / "mixed.jsonl", 2)])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.PARTIAL and done.requests == 3 and done.skipped_lines == 3
+    assert [(e["line"], e["reason"][:40]) for e in done.errors] == [
+        (2, "not valid JSON (unexpected character, ex"),
+        (3, "not valid JSON (unexpected character, ex"),
+        (6, "request id 'r1' was already used by an e"),
+    ]
+    assert Analysis.objects.get(upload=done).report["requests"] == 3
+
+
+def test_past_the_error_budget_the_upload_fails_and_says_so(tmp_path):
+    budget = settings.KVSCOPE_MAX_BAD_LINES  # the worker's own default: 10,000
+    log = _mixed_log(tmp_path / "mostly-bad.jsonl", budget + 1)
+    upload = upload_create(name="mostly bad", sources=[log])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.FAILED
+    expected = (f"stopped after {budget + 1:,} bad lines, past the budget of {budget:,} "
+                f"(the last: line {budget + 2}: not valid JSON")  # fmt: skip
+    assert done.message.startswith(expected)
+    assert not Analysis.objects.filter(upload=done).exists()
