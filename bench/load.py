@@ -85,9 +85,10 @@ def run(work: Path, seconds: int, levels: list[int]) -> None:
                     print(f"  {users:>5} {row['Name']:<22} {row['Request Count']:>8} "
                           f"{row['Failure Count']:>5} {row['50%']:>6} {row['95%']:>6} "
                           f"{row['99%']:>6}")  # fmt: skip
-        after = _count(manage, env)
-        print(f"  analyses: {before[0]} -> {after[0]}, uploads {before[1]} -> {after[1]}: one "
-              "analysis per upload, none from page views")  # fmt: skip
+        after = _count(manage, env, drained=True)
+        print(f"  after the worker drained its queue: analyses {before[0]} -> {after[0]}, "
+              f"uploads {before[1]} -> {after[1]} (one default analysis per upload; page "
+              "views created none)")  # fmt: skip
     finally:
         for proc in procs:
             proc.terminate()
@@ -138,8 +139,12 @@ print(u.pk, a.pk)
     return int(upload_id), int(analysis_id)
 
 
-def _count(manage: list[str], env: dict) -> tuple[int, int]:
-    out = _django(manage, env, "from console.models import Analysis, Upload; "
-                  "print(Analysis.objects.count(), Upload.objects.count())")  # fmt: skip
+def _count(manage: list[str], env: dict, drained: bool = False) -> tuple[int, int]:
+    """(analyses, uploads); drained: once no upload is queued or running (up to 5 min)."""
+    wait = ("import time\nfor _ in range(600):\n"
+            "    if not Upload.objects.filter(status__in=['pending', 'running']).exists(): break\n"
+            "    time.sleep(0.5)\n") if drained else ""  # fmt: skip
+    out = _django(manage, env, "from console.models import Analysis, Upload\n" + wait
+                  + "print(Analysis.objects.count(), Upload.objects.count())")  # fmt: skip
     a, u = out.split()[-2:]
     return int(a), int(u)

@@ -63,20 +63,28 @@ def _store_raw(source: UploadedFile | Path) -> tuple[Path, str]:
     """Move or copy one file under a generated name; returns (path, name as uploaded)."""
     target = _raw_folder() / f"{uuid.uuid4().hex}.log"
     tmp = target.with_suffix(".part")  # a crash never leaves a half file under a real name
-    if isinstance(source, Path):
-        shutil.copyfile(source, tmp)
-        name = source.name
-    else:
-        temp_path = getattr(source, "temporary_file_path", None)
-        if temp_path is not None:
-            shutil.copyfile(temp_path(), tmp)
+    try:
+        if isinstance(source, Path):
+            shutil.copyfile(source, tmp)
+            name = source.name
         else:
-            with open(tmp, "wb") as out:
-                for chunk in source.chunks():
-                    out.write(chunk)
-        name = source.name or "upload"
-    os.replace(tmp, target)
+            temp_path = getattr(source, "temporary_file_path", None)
+            if temp_path is not None:
+                shutil.copyfile(temp_path(), tmp)
+            else:
+                with open(tmp, "wb") as out:
+                    for chunk in source.chunks():
+                        out.write(chunk)
+            name = source.name or "upload"
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return target, name[:300]
+
+
+class StorageError(Exception):
+    """The raw files could not be stored (disk full, folder read-only): nothing was kept."""
 
 
 def upload_create(
@@ -94,7 +102,17 @@ def upload_create(
     """Store the raw files under generated names and queue the ingest (after commit).
     `parts` > 1 splits one plain log over that many tasks (default: by settings); `queue`
     sends it to the workers of that Celery queue (default: the default queue)."""
-    stored = [_store_raw(source) for source in sources]
+    stored: list[tuple[Path, str]] = []
+    try:
+        for source in sources:
+            stored.append(_store_raw(source))
+    except OSError as exc:
+        for path, _ in stored:  # all files or none
+            path.unlink(missing_ok=True)
+        raise StorageError(
+            f"Could not store the upload: {exc.strerror or exc} (is the data folder full or "
+            "read-only?). Nothing was kept; try again once there is room."
+        ) from exc
     upload = Upload.objects.create(
         ingest_parts=parts or _parts_for([path for path, _ in stored]),
         name=name,

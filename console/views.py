@@ -19,6 +19,7 @@ from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, can_author, reader_required
 from console.services import (
     RetryRefused,
+    StorageError,
     analysis_create,
     analysis_figures,
     default_block_size,
@@ -52,16 +53,20 @@ def upload_new(request: HttpRequest) -> HttpResponse:
             form.add_error("files", f"The upload is larger than the limit of {limit}.")
         elif form.is_valid():
             data = form.cleaned_data
-            upload = upload_create(
-                name=data["name"],
-                sources=data["files"],
-                user=request.user,
-                format=data["format"],
-                block_sizes=data["block_sizes"],
-                previews=data["previews"],
-                keep_raw_until=data["keep_until"],
-            )
-            return redirect("upload_detail", pk=upload.pk)
+            try:
+                upload = upload_create(
+                    name=data["name"],
+                    sources=data["files"],
+                    user=request.user,
+                    format=data["format"],
+                    block_sizes=data["block_sizes"],
+                    previews=data["previews"],
+                    keep_raw_until=data["keep_until"],
+                )
+            except StorageError as exc:
+                form.add_error(None, str(exc))
+            else:
+                return redirect("upload_detail", pk=upload.pk)
     else:
         form = UploadForm()
     return render(request, "console/upload_new.html", {"form": form, "limit": limit})

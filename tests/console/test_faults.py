@@ -224,3 +224,21 @@ def test_two_reanalyses_of_one_upload_at_once_are_both_complete(chat_log, settin
         done = wait_for(_finished(analysis.pk, Analysis))
         assert done.status == JobStatus.DONE, done.message
         assert done.report == _direct_report(chat_log, **done.params)
+
+
+@pytest.mark.skipif(BROKER_MODE, reason="the real worker keeps the data folder it started with")
+def test_an_unwritable_upload_folder_is_said_on_the_form_and_keeps_nothing(
+    client, analyst, chat_log, tmp_path, settings
+):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the media folder should be")
+    settings.MEDIA_ROOT = blocker / "media"
+    assert client.login(username=analyst.username, password=PASSWORD)
+    with open(chat_log, "rb") as fh, open(chat_log, "rb") as fh2:
+        form = {"name": "two files", "files": [fh, fh2], "format": "auto",
+                "block_sizes": ["256"], "retention": "delete"}  # fmt: skip
+        page = client.post(reverse("upload_new"), form)
+    assert page.status_code == 200
+    assert "Could not store the upload: Not a directory" in page.content.decode()
+    assert not Upload.objects.exists()
+    assert [p for p in tmp_path.rglob("*") if p.suffix in (".part", ".log")] == []
