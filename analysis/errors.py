@@ -44,14 +44,19 @@ class ErrorLog:
             self.errors.append(entry)
         if self.max_bad_lines is not None and self.skipped_lines > self.max_bad_lines:
             where = f"{file}, line {line}" if file else f"line {line}"
-            raise TooManyBadLines(
-                f"stopped after {self.skipped_lines:,} bad lines, past the budget of "
-                f"{self.max_bad_lines:,} (the last: {where}: {reason}); a report from the "
-                "rest would mislead",
-                self.errors,
-                self.skipped_lines,
-            )
+            raise over_budget(self.skipped_lines, self.max_bad_lines, where, reason, self.errors)
 
     def note(self, message: str) -> None:
         if message not in self.notes:
             self.notes.append(message)
+
+
+def over_budget(
+    count: int, budget: int, where: str, reason: str, errors: list[dict]
+) -> TooManyBadLines:
+    return TooManyBadLines(
+        f"stopped after {count:,} bad lines, past the budget of {budget:,} (the last: {where}: "
+        f"{reason}); a report from the rest would mislead",
+        errors,
+        count,
+    )

@@ -8,6 +8,7 @@ never changes a result; it only skips Python work on clean files.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,12 +58,12 @@ def read_trace(
     with open(path, "rb") as fh:
         gz = fh.read(2) == GZIP_MAGIC
     parts: list[TraceColumns] = []
+    source = (
+        pa.PythonFile(open_gzip(path, limits or ReadLimits()), mode="r")
+        if gz
+        else pa.input_stream(str(path))
+    )
     try:
-        source = (
-            pa.PythonFile(open_gzip(path, limits or ReadLimits()), mode="r")
-            if gz
-            else pa.input_stream(str(path))
-        )
         # batch by batch: the parse buffers of one block at a time, not of the whole file
         for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):
             part = (
@@ -74,9 +75,10 @@ def read_trace(
                 parts.append(part)
     except InflateLimit:
         raise
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError):
-        return None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError, zlib.error):
+        return None  # a corrupt or cut gzip too: the line reader keeps what it can
     finally:
+        source.close()
         # numpy owns copies of all that is kept; hand Arrow's pooled memory back to the OS
         pa.default_memory_pool().release_unused()
     return _joined(parts) if parts else None

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from analysis.errors import ErrorLog, LineError, UnusableInput
+from analysis.errors import ErrorLog, LineError, TooManyBadLines, UnusableInput, over_budget
 from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
@@ -258,6 +258,7 @@ class StreamBuilder:
         columns.nblocks.frombytes(cols.nblocks.tobytes())
         if cols.keys.size:
             columns.keys.append(cols.keys)
+            columns.buffered += cols.keys.size
         columns.last_tokens.frombytes(cols.last_tokens.tobytes())
         self._spill_if_full()
 
@@ -603,8 +604,9 @@ def _read(
             requests = builder.requests if builder is not None else 0
             progress(Progress("reading", done, total_bytes, requests, log.skipped_lines))
 
+    # one reader for all the files: a request id repeated in another file is a duplicate too
+    reader: Reader | None = None
     for file_index, log_file in enumerate(files):
-        reader: Reader | None = None
         whole = byte_range is None
         if (
             whole
@@ -821,12 +823,18 @@ def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> Blo
                                      .values())))  # fmt: skip
         except UnusableInput as exc:
             skipped.append(exc)
-    return merge_parts(streams, skipped)
+    return merge_parts(streams, skipped, options.max_bad_lines)
 
 
-def merge_parts(streams: list[BlockStream], unusable: list[UnusableInput]) -> BlockStream:
+def merge_parts(
+    streams: list[BlockStream], unusable: list[UnusableInput], max_bad_lines: int | None = None
+) -> BlockStream:
     """merge_streams, plus the parts that had no usable line: their bad lines are listed
-    too, in file order. Raises UnusableInput when no part had a usable line."""
+    too, in file order. Raises UnusableInput when no part had a usable line, and
+    TooManyBadLines when a part, or all of them together, went past the error budget."""
+    for exc in unusable:
+        if isinstance(exc, TooManyBadLines):
+            raise exc
     if not streams:
         errors = [e for exc in unusable for e in exc.errors]
         raise UnusableInput(str(unusable[0]), errors, sum(x.skipped_lines for x in unusable))
@@ -835,4 +843,8 @@ def merge_parts(streams: list[BlockStream], unusable: list[UnusableInput]) -> Bl
         merged.errors = sorted([*merged.errors, *(e for x in unusable for e in x.errors)],
                                key=lambda e: e["line"])  # fmt: skip
         merged.skipped_lines += sum(x.skipped_lines for x in unusable)
+    if max_bad_lines is not None and merged.skipped_lines > max_bad_lines:
+        last = merged.errors[-1] if merged.errors else {"line": "?", "reason": "?"}
+        raise over_budget(merged.skipped_lines, max_bad_lines, f"line {last['line']}",
+                          last["reason"], merged.errors)  # fmt: skip
     return merged

@@ -123,9 +123,15 @@ class InflateGuard(io.RawIOBase):
                     if self._in_member and not self._z.eof:
                         raise EOFError("the file ends before the gzip end-of-stream marker")
                     return 0
-            if self._z.eof:  # another gzip member follows
+            if self._z.eof:  # another gzip member follows, or zero padding (as gzip allows)
+                self._input = self._input.lstrip(b"\x00")
+                self._in_member = False
+                if not self._input:
+                    continue
                 self._z = zlib.decompressobj(wbits=31)
-            data = self._z.decompress(self._input, size)
+            # small pieces: a damaged stream fails at the end of its member (the CRC), and
+            # everything handed out before that is kept
+            data = self._z.decompress(self._input, min(size, 1 << 16))
             self._in_member = True
             self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
             if data:

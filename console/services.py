@@ -25,6 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_folders
+from analysis.errors import TooManyBadLines
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
 from console import charts
@@ -278,7 +279,8 @@ def _progress_writer(model, pk: int, counters: bool = False) -> Callable[[Progre
 
 def _claim(model, pk: int, redelivered: bool = False) -> bool:
     """Take a queued job. A redelivered task (its worker died mid-way) also takes over the
-    job left running; a job already finished is never run twice."""
+    job left running; a job already finished is never run twice. The new started_at marks
+    the run: what a run writes at its end is conditional on still owning it."""
     statuses = [JobStatus.PENDING, JobStatus.RUNNING] if redelivered else [JobStatus.PENDING]
     return bool(
         model.objects.filter(pk=pk, status__in=statuses).update(
@@ -299,12 +301,15 @@ def _clear_leftovers(upload_id: int) -> None:
 _DB_LOST = (OperationalError, InterfaceError)
 
 
-def _fail(model, pk: int, message: str) -> None:
+def _fail(model, pk: int, message: str, run=None) -> None:
     """Mark a job failed; if the database is away (a restart), reconnect and try again
-    for about a minute rather than leave the job "running" with nobody on it."""
+    for about a minute rather than leave the job "running" with nobody on it. With `run`
+    (the claim's started_at), only while that run still owns the job: a run that was
+    taken over never overwrites its successor's outcome."""
+    owned = {"status": JobStatus.RUNNING, "started_at": run} if run is not None else {}
     for attempt in range(8):
         try:
-            model.objects.filter(pk=pk).update(
+            model.objects.filter(pk=pk, **owned).update(
                 status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
             )
             return
@@ -319,6 +324,8 @@ def _failure_message(exc: Exception) -> str:
     if isinstance(exc, _DB_LOST):
         return (f"the database connection was lost during the work ({type(exc).__name__}: "
                 f"{exc}); nothing was kept from this run: press Retry")  # fmt: skip
+    if isinstance(exc, PartFailed):
+        return str(exc)
     if isinstance(exc, OSError) and exc.filename:
         return (f"could not write {exc.filename}: {exc.strerror or exc} (is the data folder "
                 "full or read-only?); nothing half-written was kept: press Retry")  # fmt: skip
@@ -411,10 +418,47 @@ def upload_ingest_part(
             byte_range=ByteRange(start, end, first_line),
         )
     except UnusableInput as exc:
-        folder.mkdir(parents=True, exist_ok=True)
-        note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines}
-        (folder / "unusable.json").write_bytes(orjson.dumps(note))
+        note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
+                "budget": isinstance(exc, TooManyBadLines)}  # fmt: skip
+        _write_note(folder, note)
+    except Exception as exc:  # the chord must still reach its callback, which says it
+        log.exception("part %s of upload %s failed", index, upload_id)
+        _write_note(folder, {"failed": _failure_message(exc)})
     Upload.objects.filter(pk=upload_id).update(progress_done=F("progress_done") + (end - start))
+
+
+def _write_note(folder: Path, note: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / ".part-note.json"
+    tmp.write_bytes(orjson.dumps(note))
+    os.replace(tmp, folder / "part-note.json")
+
+
+def _read_parts(upload_id: int, parts: int) -> tuple[dict[int, list[BlockStream]], list]:
+    """Each part's streams (by block size) or what stopped it. Raises PartFailed when a
+    part failed or left nothing at all."""
+    by_size: dict[int, list[BlockStream]] = {}
+    unusable: list[UnusableInput] = []
+    for i in range(parts):
+        folder = _parts_folder(upload_id) / f"p{i:04d}"
+        note_file = folder / "part-note.json"
+        if note_file.exists():
+            note = orjson.loads(note_file.read_bytes())
+            if "failed" in note:
+                raise PartFailed(f"part {i + 1} of {parts}: {note['failed']}")
+            kind = TooManyBadLines if note.get("budget") else UnusableInput
+            unusable.append(kind(note["reason"], note["errors"], note["skipped_lines"]))
+            continue
+        streams = sorted(folder.glob("b*"))
+        if not streams:
+            raise PartFailed(f"part {i + 1} of {parts} left no result; press Retry")
+        for sub in streams:
+            by_size.setdefault(int(sub.name[1:]), []).append(BlockStream.load(sub))
+    return by_size, unusable
+
+
+class PartFailed(Exception):
+    """A part of a split ingest failed (not for its input): the whole ingest fails."""
 
 
 def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
@@ -422,22 +466,16 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
     upload = Upload.objects.get(pk=upload_id)
     if upload.status != JobStatus.RUNNING:
         return
-    by_size: dict[int, list[BlockStream]] = {}
-    unusable = []
-    for i in range(parts):
-        folder = _parts_folder(upload_id) / f"p{i:04d}"
-        if (folder / "unusable.json").exists():
-            note = orjson.loads((folder / "unusable.json").read_bytes())
-            unusable.append(UnusableInput(note["reason"], note["errors"], note["skipped_lines"]))
-            continue
-        for sub in sorted(folder.glob("b*")):
-            by_size.setdefault(int(sub.name[1:]), []).append(BlockStream.load(sub))
+    budget = settings.KVSCOPE_MAX_BAD_LINES or None
     try:
+        by_size, unusable = _read_parts(upload_id, parts)
         if not by_size:
             merge_parts([], unusable)  # raises: no part had a usable line
         # smallest size first, as one pass orders them (block_sizes are stored sorted)
         folders = {
-            size: merge_parts(by_size[size], unusable).save(_upload_folder(upload_id) / f"b{size}")
+            size: merge_parts(by_size[size], unusable, budget).save(
+                _upload_folder(upload_id) / f"b{size}"
+            )
             for size in sorted(by_size)
         }
     except Exception as exc:
@@ -449,15 +487,15 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
 
 def _ingest_failed(upload: Upload, exc: Exception) -> None:
     if isinstance(exc, UnusableInput):
-        _fail(Upload, upload.pk, str(exc))
+        _fail(Upload, upload.pk, str(exc), upload.started_at)
         if upload.keep_raw_until is None:  # nothing to retry: the bytes stay unusable
             upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
     if isinstance(exc, _DB_LOST):
         connection.close()
-    _fail(Upload, upload.pk, _failure_message(exc))
-    _clear_leftovers(upload.pk)
+    # (temporary folders are cleaned by whoever wrote them, and by the next run's start)
+    _fail(Upload, upload.pk, _failure_message(exc), upload.started_at)
     if upload.keep_raw_until is None:  # kept a day for a retry, then purged
         Upload.objects.filter(pk=upload.pk).update(
             keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
@@ -494,8 +532,11 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
     now = timezone.now()
     delete_raw = upload.keep_raw_until is None
     with transaction.atomic():
-        current = Upload.objects.select_for_update().only("status").get(pk=upload_id)
-        if current.status != JobStatus.RUNNING:
+        # still this run's job? (not finished by, nor handed to, another run)
+        mine = Upload.objects.select_for_update().filter(
+            pk=upload_id, status=JobStatus.RUNNING, started_at=upload.started_at
+        )
+        if not mine.exists():
             return False
         Analysis.objects.create(
             upload=upload,
@@ -557,7 +598,9 @@ def analysis_figures(analysis: Analysis) -> dict:
         return {}
     if analysis.figures is None:
         analysis.figures = charts.report_figures(analysis.report)
-        Analysis.objects.filter(pk=analysis.pk, figures=None).update(figures=analysis.figures)
+        Analysis.objects.filter(pk=analysis.pk, figures__isnull=True).update(
+            figures=analysis.figures
+        )
     return analysis.figures
 
 
@@ -580,19 +623,20 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
     if not _claim(Analysis, analysis_id, redelivered):
         return
     analysis = Analysis.objects.select_related("upload").get(pk=analysis_id)
+    run = analysis.started_at  # this claim's mark: a run taken over writes nothing
     progress = _progress_writer(Analysis, analysis_id)
     try:
         progress(Progress("loading", 0, 1))
         stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
         report = analyze(stream, analysis_params(**analysis.params), progress=progress)
     except (ValueError, KeyError, OSError) as exc:
-        _fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}")
+        _fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}", run)
         return
     except Exception as exc:
         log.exception("analysis %s failed", analysis_id)
-        _fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}")
+        _fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}", run)
         raise
-    Analysis.objects.filter(pk=analysis_id).update(
+    Analysis.objects.filter(pk=analysis_id, status=JobStatus.RUNNING, started_at=run).update(
         report=(report_dict := report.to_dict()),
         figures=charts.report_figures(report_dict),
         status=JobStatus.DONE,

@@ -223,7 +223,8 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # the container's own health check spea
 SECURE_HSTS_SECONDS = env_int("KVSCOPE_HSTS_SECONDS", 365 * 86400 if KVSCOPE_HTTPS else 0,
                               minimum=0)  # fmt: skip
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = bool(SECURE_HSTS_SECONDS)
-if env_bool("KVSCOPE_BEHIND_PROXY", False):
+KVSCOPE_BEHIND_PROXY = env_bool("KVSCOPE_BEHIND_PROXY", False)
+if KVSCOPE_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

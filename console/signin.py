@@ -26,9 +26,16 @@ class SignInFailure(models.Model):
 
 
 def client_address(request) -> str:
-    # REMOTE_ADDR only: X-Forwarded-For is whatever the client says unless a proxy we
-    # trust rewrites it (behind one, configure it to set REMOTE_ADDR)
-    return (request.META.get("REMOTE_ADDR") or "")[:64] if request is not None else ""
+    """The client's address. Behind our proxy (KVSCOPE_BEHIND_PROXY) every request comes
+    from the proxy, so the address is the last X-Forwarded-For entry: the one the proxy
+    added (earlier entries are whatever the client claimed)."""
+    if request is None:
+        return ""
+    if settings.KVSCOPE_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+        if forwarded:
+            return forwarded[:64]
+    return (request.META.get("REMOTE_ADDR") or "")[:64]
 
 
 def _recent(**which) -> int:
@@ -59,4 +66,10 @@ class ThrottledAuthenticationForm(AuthenticationForm):
             return super().clean()
         except forms.ValidationError:
             SignInFailure.objects.create(username=username[:150], address=address)
+            _forget_old_failures()
             raise
+
+
+def _forget_old_failures() -> None:
+    since = timezone.now() - dt.timedelta(seconds=settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS)
+    SignInFailure.objects.filter(at__lt=since).delete()

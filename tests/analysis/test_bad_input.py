@@ -191,3 +191,31 @@ def test_a_zip_bomb_is_stopped_early(tmp_path, kind):
     # (each chat copy repeats request id r1: the first is kept, the rest said)
     expected = (300, 0) if kind == "trace" else (1, 299)
     assert (stream.requests, stream.skipped_lines) == expected
+
+
+def test_a_corrupt_gzip_trace_keeps_the_lines_before_the_damage(tmp_path):
+    lines = _lines(*[_trace(i) for i in range(1, 3001)])
+    packed = bytearray(gzip.compress(lines, mtime=0))
+    middle = len(packed) // 2
+    packed[middle : middle + 8] = b"\xff" * 8  # damage, not a cut: Arrow's path fails too
+    log = tmp_path / "trace.jsonl.gz"
+    log.write_bytes(bytes(packed))
+    stream = _ingest(log)
+    assert 0 < stream.requests < 3000 and stream.skipped_lines >= 1
+    assert "the gzip stream is cut or corrupt" in stream.errors[-1]["reason"]
+
+
+def test_zero_padding_after_a_gzip_stream_is_not_an_error(tmp_path):
+    log = tmp_path / "padded.jsonl.gz"
+    log.write_bytes(gzip.compress(_lines(_chat(1), _chat(2)), mtime=0) + bytes(16))
+    stream = _ingest(log)
+    assert stream.requests == 2 and not stream.errors
+
+
+def test_a_request_id_repeated_in_another_file_is_a_duplicate(tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(_lines(_chat(1), _chat(2)))
+    second.write_bytes(_lines(_chat(3), _chat(4, id="r2")))
+    stream = ingest([first, second], IngestOptions(hash_key=KEY))
+    assert stream.requests == 3
+    assert [(e["file"], e["line"]) for e in stream.errors] == [("b.jsonl", 2)]

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
+from analysis.errors import TooManyBadLines
 from analysis.ingest import ingest_in_parts
 from bench.generate import chat_requests, mooncake_requests
 
@@ -71,3 +72,18 @@ def test_a_part_with_no_usable_line_still_lists_its_errors(tmp_path):
 def _write_bad(path):
     path.write_bytes(b'{"timestamp": 1, "messages": []}\n' * 50)
     return path
+
+
+def test_the_error_budget_holds_across_parts(tmp_path):
+    rows = [orjson.dumps(r) for r in chat_requests(80, seed=4, documents=4, doc_words=(50, 90))]
+    lines = []
+    for i, row in enumerate(rows):  # a bad line after every 8th request: 10 in all
+        lines += [row, b"{bad"] if i % 8 == 7 else [row]
+    log = tmp_path / "chat.jsonl"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    # each of 4 parts stays under a budget of 6; together they are past it
+    assert ingest_in_parts(log, IngestOptions(hash_key=KEY, max_bad_lines=10), 4).requests == 80
+    with pytest.raises(TooManyBadLines, match=r"^stopped after 10 bad lines, past the budget of 6"):
+        ingest_in_parts(log, IngestOptions(hash_key=KEY, max_bad_lines=6), 4)
+    with pytest.raises(TooManyBadLines, match=r"past the budget of 1 "):  # within one part
+        ingest_in_parts(log, IngestOptions(hash_key=KEY, max_bad_lines=1), 2)

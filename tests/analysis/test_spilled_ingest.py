@@ -75,3 +75,13 @@ def test_trace_spilled_in_chunks_keeps_each_last_block_partial(tmp_path, tiny_sp
     assert stored.ref_tokens[last].tolist() == [
         r["input_length"] - 512 * (len(r["hash_ids"]) - 1) for r in rows
     ]
+
+
+def test_a_clean_trace_read_column_wise_spills_the_same_stream(tmp_path, tiny_spill):
+    log = tmp_path / "trace.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in mooncake_requests(400, seed=6)))
+    memory = ingest_streams([log], IngestOptions(hash_key=KEY))[512]
+    assert memory.req_line.tolist() == list(range(1, 401))  # the column-wise path's rows
+    stored = BlockStream.load(ingest_to_folders([log], IngestOptions(hash_key=KEY),
+                                                tmp_path / "store")[512])  # fmt: skip
+    _assert_same(stored, memory)

@@ -120,7 +120,7 @@ def test_views_that_change_something_refuse_other_roles(
     assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
     assert _state() == before
     # the control: whom it is for does change something (so the refusals above mean it)
-    if name not in ("upload_retry", "policy_edit"):  # their bodies need real content
+    if name != "policy_edit":  # its body needs the whole policy form
         client = Client()
         client.force_login({"analyst": analyst, "author": analyst, "approver": approver}[allowed])
         with open(chat_log, "rb") as fh:
@@ -216,3 +216,21 @@ def test_uploads_are_sniffed_by_name_and_first_bytes(client, analyst, chat_log, 
     with open(packed, "rb") as fh:
         response = client.post(reverse("upload_new"), {**FORM, "files": [fh]})
     assert response.status_code == 302 and Upload.objects.count() == 1
+
+
+def test_sign_in_is_throttled_by_address_too_behind_the_proxy(analyst, settings):
+    settings.KVSCOPE_LOGIN_FAILURES = 2  # an address: after 4 x 2 failures
+    settings.KVSCOPE_BEHIND_PROXY = True
+    via_proxy = {"REMOTE_ADDR": "10.0.0.1"}  # every request comes from the proxy
+
+    def sign_in(client_ip: str, username: str, password: str):
+        return Client(**via_proxy).post(
+            reverse("login"), {"username": username, "password": password},
+            HTTP_X_FORWARDED_FOR=f"203.0.113.7, {client_ip}",  # first: what the client claims
+        )  # fmt: skip
+
+    for i in range(8):  # a different account each time: only the address adds up
+        sign_in("198.51.100.4", f"guess{i}", "wrong")
+    refused = sign_in("198.51.100.4", analyst.username, PASSWORD)
+    assert "Too many failed sign-ins from this address" in refused.content.decode()
+    assert sign_in("198.51.100.5", analyst.username, PASSWORD).status_code == 302

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,10 +24,11 @@ from kombu import pools as kombu_pools
 
 from analysis import analyze, ingest
 from bench.generate import chat_requests, write_jsonl
+from console import services
 from console.celery import app
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
-from console.services import analysis_create, upload_create, upload_retry
+from console.services import StorageError, analysis_create, upload_create, upload_retry
 from console.tasks import requeue_undispatched_task
 from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
 
@@ -242,3 +244,26 @@ def test_an_unwritable_upload_folder_is_said_on_the_form_and_keeps_nothing(
     assert "Could not store the upload: Not a directory" in page.content.decode()
     assert not Upload.objects.exists()
     assert [p for p in tmp_path.rglob("*") if p.suffix in (".part", ".log")] == []
+
+
+def test_storing_an_upload_is_all_or_nothing(chat_log, tmp_path):
+    raw = Path(settings.MEDIA_ROOT) / "raw"
+    before = set(raw.iterdir()) if raw.exists() else set()
+    with pytest.raises(StorageError, match="Could not store the upload: No such file"):
+        upload_create(name="two files", sources=[chat_log, tmp_path / "gone.jsonl"])
+    assert not Upload.objects.exists()
+    assert (set(raw.iterdir()) if raw.exists() else set()) == before  # the first file too
+
+
+def test_a_run_that_was_taken_over_cannot_overwrite_its_successor(chat_log):
+    upload = Upload.objects.create(name="claimed twice", raw_paths=[str(chat_log)])
+    assert services._claim(Upload, upload.pk)
+    first_run = Upload.objects.get(pk=upload.pk)
+    assert not services._claim(Upload, upload.pk)  # a duplicate delivery does nothing
+    time.sleep(0.002)
+    assert services._claim(Upload, upload.pk, redelivered=True)  # its task came back
+    services._fail(Upload, upload.pk, "the first run failed late", first_run.started_at)
+    now = Upload.objects.get(pk=upload.pk)
+    assert now.status == JobStatus.RUNNING and now.message == ""
+    services._fail(Upload, upload.pk, "the second run failed", now.started_at)
+    assert Upload.objects.get(pk=upload.pk).message == "the second run failed"
