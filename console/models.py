@@ -91,8 +91,8 @@ class Analysis(Job):
     block_tokens = models.PositiveIntegerField()
     params = models.JSONField(default=dict)  # the form's values (see console.forms)
     report = models.JSONField(null=True, blank=True)
-    # the Plotly figures drawn from the report, built once when it is written: a page view
-    # reads them, it never recomputes anything
+    # the Plotly figures drawn from the report, as [name, figure] pairs in drawing order,
+    # built once when it is written: a page view reads them, it never recomputes anything
     figures = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:

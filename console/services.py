@@ -544,7 +544,7 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             block_tokens=first.block_tokens,
             params=params,
             report=(report_dict := report.to_dict()),
-            figures=charts.report_figures(report_dict),
+            figures=_figure_pairs(report_dict),
             status=JobStatus.DONE,
             stage="done",
             started_at=now,
@@ -591,17 +591,22 @@ def default_block_size(upload: Upload) -> int:
     return sizes[0] if sizes else DEFAULT_BLOCK_TOKENS.get(upload.source_format, 256)
 
 
+def _figure_pairs(report: dict) -> list:
+    """[name, figure] pairs in drawing order (PostgreSQL's jsonb does not keep key order)."""
+    return [[name, figure] for name, figure in charts.report_figures(report).items()]
+
+
 def analysis_figures(analysis: Analysis) -> dict:
-    """The stored figures of a finished analysis (drawn and stored now for rows written
-    before figures were stored)."""
+    """The stored figures of a finished analysis, in drawing order (drawn and stored now
+    for rows written before figures were stored)."""
     if not analysis.report:
         return {}
     if analysis.figures is None:
-        analysis.figures = charts.report_figures(analysis.report)
+        analysis.figures = _figure_pairs(analysis.report)
         Analysis.objects.filter(pk=analysis.pk, figures__isnull=True).update(
             figures=analysis.figures
         )
-    return analysis.figures
+    return dict((name, figure) for name, figure in analysis.figures)
 
 
 def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
@@ -638,7 +643,7 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
         raise
     Analysis.objects.filter(pk=analysis_id, status=JobStatus.RUNNING, started_at=run).update(
         report=(report_dict := report.to_dict()),
-        figures=charts.report_figures(report_dict),
+        figures=_figure_pairs(report_dict),
         status=JobStatus.DONE,
         stage="done",
         finished_at=timezone.now(),

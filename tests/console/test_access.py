@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from console.models import Analysis, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
-from console.services import upload_create
+from console.services import upload_create, upload_delete_raw
 from tests.console.conftest import PASSWORD, _user, wait_for
 from tests.console.test_policies import _submitted, complete
 
@@ -192,6 +192,7 @@ def test_uploaded_files_are_stored_under_generated_names_and_never_served(
     for url in (f"/media/raw/{stored.name}", f"/raw/{stored.name}",
                 f"/static/../media/raw/{stored.name}"):  # fmt: skip
         assert client.get(url).status_code == 404
+    upload_delete_raw(upload_id=upload.pk)
 
 
 FORM = {"name": "x", "format": "auto", "block_sizes": ["256"], "retention": "delete"}
@@ -204,13 +205,15 @@ def test_uploads_are_sniffed_by_name_and_first_bytes(client, analyst, chat_log, 
         "dump.jsonl": (bytes(range(256)), "dump.jsonl: does not look like JSON lines"),
         "day.jsonl.gz": (chat_log.read_bytes(), "day.jsonl.gz: named .gz but not gzip"),
     }
+    raw = Path(settings.MEDIA_ROOT) / "raw"
+    stored_before = set(raw.glob("*"))  # (shared with the real worker's other uploads)
     for name, (content, reason) in cases.items():
         path = tmp_path / name
         path.write_bytes(content)
         with open(path, "rb") as fh:
             page = client.post(reverse("upload_new"), {**FORM, "files": [fh]})
         assert page.status_code == 200 and reason in page.content.decode(), name
-    assert not Upload.objects.exists() and not any((Path(settings.MEDIA_ROOT) / "raw").glob("*"))
+    assert not Upload.objects.exists() and set(raw.glob("*")) == stored_before
     packed = tmp_path / "day.jsonl.gz"
     packed.write_bytes(gzip.compress(chat_log.read_bytes()))
     with open(packed, "rb") as fh:

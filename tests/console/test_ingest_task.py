@@ -48,7 +48,7 @@ def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
     assert done.stage == "done" and done.progress_done == done.progress_total > 0
     # the raw file is deleted after ingest by default
     assert done.raw_paths == []
-    assert not any(Path(settings.MEDIA_ROOT, "raw").glob("*"))
+    assert upload.raw_paths and not any(Path(p).exists() for p in upload.raw_paths)
 
     stored = Analysis.objects.get(upload=done).report
     assert Analysis.objects.get(upload=done).status == "done"

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from analysis import BlockStream, analyze
+from console import charts
 from console.engine import analysis_params
 from console.models import Analysis, Upload
 from tests.console.conftest import PASSWORD, wait_for
@@ -319,13 +320,15 @@ def test_analysis_pages_answer_from_stored_results(client, done_upload):
     """The task stores the report and its figures; a page view reads them, and still
     works with the block stream gone (nothing is recomputed per view)."""
     analysis = Analysis.objects.get(upload=done_upload)
-    assert analysis.figures and set(analysis.figures) >= {"mrc", "working_set"}
+    figures = dict(analysis.figures)  # stored as [name, figure] pairs, in drawing order
+    assert [name for name, _ in analysis.figures] == list(charts.report_figures(analysis.report))
+    assert set(figures) >= {"mrc", "working_set"}
     for folder in done_upload.streams.values():
         for path in sorted(Path(folder).iterdir(), reverse=True):
             path.unlink()
     page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
-    for name in analysis.figures:
+    for name in figures:
         assert f'id="chart-{name}"' in page
-    last_point = analysis.figures["mrc"]["data"][0]["y"][-1]
+    last_point = figures["mrc"]["data"][0]["y"][-1]
     assert json.dumps(last_point) in page  # the stored figure's own numbers
     assert Analysis.objects.filter(upload=done_upload).count() == 1
