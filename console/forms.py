@@ -10,6 +10,7 @@ from django import forms
 from django.utils import timezone
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES
+from analysis.offload import DEFAULT_PCIE, DEFAULT_PREFILL_TOKENS_PER_S, PCIE_GB_S
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
@@ -221,3 +222,33 @@ def analysis_initial(params: dict, block_tokens: int) -> dict:
     initial["windows"] = " ".join(f"{w:g}" for w in params.get("windows", []))
     initial["block_tokens"] = block_tokens
     return initial
+
+
+class OffloadForm(forms.Form):
+    """Inputs of the "does offload pay?" estimate on the analysis page (a GET form)."""
+
+    pcie = forms.ChoiceField(
+        choices=[(g, f"PCIe {g}.0 x16 (~{b:g} GB/s)") for g, b in PCIE_GB_S.items()],
+        initial=DEFAULT_PCIE,
+        label="Host-to-GPU link",
+    )
+    bandwidth_gb_s = forms.FloatField(
+        required=False, min_value=0.01, label="or a measured bandwidth (GB/s)"
+    )
+    prefill_tokens_per_s = forms.FloatField(
+        initial=DEFAULT_PREFILL_TOKENS_PER_S, min_value=1, label="Prefill throughput (tokens/s)"
+    )
+    hit_ratio = forms.FloatField(
+        required=False, min_value=0, max_value=1, label="Hit ratio (blank: at the recommended size)"
+    )
+
+    def estimate_args(self) -> dict:
+        """Keyword arguments for analysis.offload.offload_payoff (defaults when unbound)."""
+        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        pcie = data.get("pcie") or DEFAULT_PCIE
+        return {
+            "bandwidth_gb_s": data.get("bandwidth_gb_s") or PCIE_GB_S[pcie],
+            "prefill_tokens_per_s": data.get("prefill_tokens_per_s")
+            or DEFAULT_PREFILL_TOKENS_PER_S,
+            "hit_ratio": data.get("hit_ratio"),
+        }

@@ -13,8 +13,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from analysis.compare import headline_rows
+from analysis.offload import offload_payoff
 from console import charts, exports
-from console.forms import AnalysisForm, UploadForm, analysis_initial
+from console.forms import AnalysisForm, OffloadForm, UploadForm, analysis_initial
 from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, can_author, reader_required
 from console.services import (
@@ -193,6 +194,13 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             block_sizes=analysis.upload.available_block_sizes,
         )
     siblings = analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=pk)
+    offload_form = OffloadForm(request.GET if "prefill_tokens_per_s" in request.GET else None)
+    offload = None
+    if report:
+        try:
+            offload = offload_payoff(report, **offload_form.estimate_args())
+        except ValueError as exc:
+            offload_form.add_error(None, str(exc))
     return render(
         request,
         "console/analysis_detail.html",
@@ -204,6 +212,8 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "form": form,
             "siblings": siblings,
             "can_author": can_author(request.user),
+            "offload_form": offload_form,
+            "offload": offload,
         },
     )
 

@@ -37,6 +37,12 @@ def pct(value, digits: int = 1) -> str:
 
 
 @register.filter
+def whole(value) -> str:
+    """A count shown rounded to a whole number, with thousands separators."""
+    return "—" if value is None or value == "" else f"{round(value):,}"
+
+
+@register.filter
 def num(value) -> str:
     if value is None or value == "":
         return "—"

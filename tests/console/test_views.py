@@ -332,3 +332,21 @@ def test_analysis_pages_answer_from_stored_results(client, done_upload):
     last_point = figures["mrc"]["data"][0]["y"][-1]
     assert json.dumps(last_point) in page  # the stored figure's own numbers
     assert Analysis.objects.filter(upload=done_upload).count() == 1
+
+
+def test_the_analysis_page_says_whether_offload_pays(client, done_upload):
+    analysis = Analysis.objects.get(upload=done_upload)
+    url = reverse("analysis_detail", args=[analysis.pk])
+    page = client.get(url).content.decode()  # the defaults: PCIe 5, 30k tokens/s
+    assert "Does offload pay?" in page and "Loading hits from RAM is" in page
+    report = analysis.report
+    saved = (
+        report["recommendation"]["hit_ratio"] * report["prompt_tokens"] / (report["span_s"] / 3600)
+    )
+    assert f">{round(saved):,}<" in page  # prefill tokens saved per hour, as the engine says
+    ask = {"pcie": "3", "bandwidth_gb_s": "0.5", "prefill_tokens_per_s": "40000",
+           "hit_ratio": "0.25"}  # fmt: skip
+    slow = client.get(url, ask).content.decode()
+    break_even = report["kv_bytes_per_token"] * 40_000 / 1e9
+    assert f"{break_even:.2f} GB/s: below it, recomputing is faster" in slow
+    assert "At this bandwidth recomputing is faster: 25.00 µs per token" in slow
