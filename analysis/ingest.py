@@ -72,6 +72,10 @@ class IngestOptions:
     # past this many bad lines the ingest stops (None: no budget)
     max_bad_lines: int | None = 10_000
     limits: ReadLimits = field(default_factory=ReadLimits)
+    # pre-hashed traces: a last block holding fewer than B tokens is cached (Mooncake's
+    # convention, metrics.md) or, False, an uncached tail like a chat prompt's (vLLM's);
+    # kvscope's own replay exports are read back exactly with False
+    trace_partial_cached: bool = True
 
 
 class _Codes:
@@ -196,6 +200,7 @@ class StreamBuilder:
         self.block_tokens = block_sizes[0]
         self._hasher = KeyedHasher(options.hash_key)
         self._previews = options.previews
+        self._partial_cached = options.trace_partial_cached
         self._tokenizer: SegmentTokenizer | None = None
         if source_format == "chat":
             self._tokenizer = SegmentTokenizer(
@@ -255,24 +260,29 @@ class StreamBuilder:
         self._file.frombytes(np.full(n, file_index, np.int16).tobytes())
         self._prompt.frombytes(cols.input_length.tobytes())
         columns = self._blocks[self.block_tokens]
-        columns.nblocks.frombytes(cols.nblocks.tobytes())
-        if cols.keys.size:
-            columns.keys.append(cols.keys)
-            columns.buffered += cols.keys.size
-        columns.last_tokens.frombytes(cols.last_tokens.tobytes())
+        nblocks, keys, last = cols.nblocks, cols.keys, cols.last_tokens
+        if not self._partial_cached:
+            nblocks, keys, last = _drop_partial_blocks(nblocks, keys, last, self.block_tokens)
+        columns.nblocks.frombytes(nblocks.tobytes())
+        if keys.size:
+            columns.keys.append(keys)
+            columns.buffered += keys.size
+        columns.last_tokens.frombytes(last.tobytes())
         self._spill_if_full()
 
     def add_trace(self, request: TraceRequest, file_index: int) -> None:
         self._add_request(request, file_index)
-        blocks = len(request.hash_ids)
+        ids = request.hash_ids
+        blocks = len(ids)
         self._prompt.append(request.input_length)
         columns = self._blocks[self.block_tokens]
-        if not blocks:
-            columns.add(np.zeros(0, np.uint64))
-        else:
-            columns.add(request.hash_ids)
-        # the last id holds what is left of the prompt (all of a trace's blocks count)
-        columns.last_tokens.append(request.input_length - self.block_tokens * (blocks - 1))
+        # the last id holds what is left of the prompt (all of a trace's blocks count,
+        # unless partial last blocks are read as uncached tails)
+        last = request.input_length - self.block_tokens * (blocks - 1)
+        if blocks and last < self.block_tokens and not self._partial_cached:
+            ids, blocks, last = ids[:-1], blocks - 1, self.block_tokens
+        columns.add(ids if blocks else np.zeros(0, np.uint64))
+        columns.last_tokens.append(last)
         self._spill_if_full()
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
@@ -493,6 +503,21 @@ class StreamBuilder:
                 stats=stats,
             )
         return streams
+
+
+def _drop_partial_blocks(
+    nblocks: np.ndarray, keys: np.ndarray, last: np.ndarray, block_tokens: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A trace's columns without the partial last blocks (read as uncached tails)."""
+    partial = (nblocks > 0) & (last < block_tokens)
+    if not partial.any():
+        return nblocks, keys, last
+    ends = np.cumsum(nblocks) - 1  # index of each request's last key
+    keep = np.ones(keys.size, dtype=bool)
+    keep[ends[partial]] = False
+    nblocks = nblocks - partial
+    last = np.where(partial, block_tokens, last)
+    return nblocks, keys[keep], last
 
 
 def _np(values: array, dtype: type, copy: bool = True) -> np.ndarray:

@@ -161,6 +161,7 @@ def bench_chat(args) -> None:
     size_mb = log.stat().st_size / 1e6
     print(f"chat: {args.requests:,} requests, {size_mb:.0f} MB ({log})")
     enc = load_encoding()
+
     def parse_all():
         reader = ChatReader(ErrorLog())  # a fresh one per pass (it remembers request ids)
         for n, raw in enumerate(log.open("rb"), 1):
