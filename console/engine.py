@@ -24,6 +24,7 @@ def ingest_options(
     encoding: str = "cl100k_base",
     previews: bool = False,
     tiktoken_dir: str | None = None,
+    trace_partial_cached: bool = True,
 ) -> IngestOptions:
     return IngestOptions(
         hash_key=settings.KVSCOPE_HASH_KEY,
@@ -33,6 +34,7 @@ def ingest_options(
         encoding=encoding,
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
         previews=previews,
+        trace_partial_cached=trace_partial_cached,
         max_listed_errors=settings.KVSCOPE_MAX_LISTED_ERRORS,
         max_bad_lines=settings.KVSCOPE_MAX_BAD_LINES or None,
         limits=ReadLimits(

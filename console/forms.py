@@ -73,6 +73,16 @@ class UploadForm(forms.Form):
         help_text="Chosen now: token ids are never stored, so other sizes need a new upload. "
         "Pre-hashed traces keep their own (512).",
     )
+    trace_tails = forms.ChoiceField(
+        choices=[
+            ("cached", "Cached, like every block (Mooncake's convention)"),
+            ("uncached", "An uncached tail (vLLM; kvscope's own replay exports)"),
+        ],
+        initial="cached",
+        required=False,
+        widget=forms.RadioSelect,
+        label="Pre-hashed traces: a last block with fewer tokens than the block size is",
+    )
     previews = forms.BooleanField(
         required=False,
         label="Keep text previews of segments",
@@ -251,4 +261,43 @@ class OffloadForm(forms.Form):
             "prefill_tokens_per_s": data.get("prefill_tokens_per_s")
             or DEFAULT_PREFILL_TOKENS_PER_S,
             "hit_ratio": data.get("hit_ratio"),
+        }
+
+
+class ReplayForm(forms.Form):
+    """What to put in a replay trace (the export page's GET form)."""
+
+    block_tokens = forms.TypedChoiceField(coerce=int, label="Block size (tokens)")
+    start_s = forms.FloatField(required=False, min_value=0, label="From (s after the start)")
+    end_s = forms.FloatField(required=False, min_value=0, label="To (s after the start)")
+    tenants = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Tenants (none ticked: all)"
+    )
+    time_scale = forms.FloatField(
+        initial=1.0, min_value=0.001, label="Time scale (0.5: twice as fast)"
+    )
+    labels = forms.BooleanField(required=False, label="Write tenant and user labels")
+
+    def __init__(self, *args, block_sizes: list[int], tenants: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["block_tokens"].choices = [(b, str(b)) for b in block_sizes]
+        self.fields["block_tokens"].initial = block_sizes[0] if block_sizes else None
+        self.fields["tenants"].choices = [(t, t or "(none)") for t in tenants]
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("start_s"), data.get("end_s")
+        if start is not None and end is not None and end <= start:
+            self.add_error("end_s", "The end must come after the start.")
+        return data
+
+    def options(self) -> dict:
+        """Keyword arguments of analysis.replay.ReplayOptions."""
+        data = self.cleaned_data
+        return {
+            "start_s": data.get("start_s"),
+            "end_s": data.get("end_s"),
+            "tenants": data.get("tenants") or None,
+            "time_scale": data.get("time_scale") or 1.0,
+            "labels": bool(data.get("labels")),
         }

@@ -50,6 +50,9 @@ class Upload(Job):
     format = models.CharField(max_length=10, default="auto")
     block_sizes = models.JSONField(default=list, blank=True)  # [] = the format's default
     previews = models.BooleanField(default=False)
+    # pre-hashed traces: a partial last block is cached (Mooncake) or an uncached tail
+    # (vLLM; kvscope's own replay exports)
+    trace_partial_cached = models.BooleanField(default=True)
     # >1: the ingest is split into this many line-aligned parts, one Celery task each
     ingest_parts = models.PositiveSmallIntegerField(default=1)
     keep_raw_until = models.DateField(null=True, blank=True)

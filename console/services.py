@@ -96,6 +96,7 @@ def upload_create(
     format: str = "auto",
     block_sizes: Sequence[int] = (),
     previews: bool = False,
+    trace_partial_cached: bool = True,
     keep_raw_until=None,
     parts: int | None = None,
     queue: str | None = None,
@@ -121,6 +122,7 @@ def upload_create(
         format=format,
         block_sizes=sorted(set(block_sizes)),
         previews=previews,
+        trace_partial_cached=trace_partial_cached,
         keep_raw_until=keep_raw_until,
         raw_paths=[str(path) for path, _ in stored],
         raw_names=[original for _, original in stored],
@@ -350,6 +352,7 @@ def _upload_ingest_options(upload: Upload):
         block_tokens=sizes[0] if sizes else None,
         extra_block_tokens=tuple(sizes[1:]),
         previews=upload.previews,
+        trace_partial_cached=upload.trace_partial_cached,
     )
 
 

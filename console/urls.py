@@ -14,6 +14,10 @@ urlpatterns = [
     path("uploads/<int:pk>/", views.upload_detail, name="upload_detail"),
     path("uploads/<int:pk>/status.json", views.upload_status, name="upload_status"),
     path("uploads/<int:pk>/retry/", views.upload_retry_view, name="upload_retry"),
+    path("uploads/<int:pk>/replay/", views.upload_replay, name="upload_replay"),
+    path(
+        "uploads/<int:pk>/replay.jsonl", views.upload_replay_download, name="upload_replay_download"
+    ),
     path("uploads/<int:pk>/analyses/new/", views.analysis_new, name="analysis_new"),
     path("analyses/<int:pk>/", views.analysis_detail, name="analysis_detail"),
     path("analyses/<int:pk>/status.json", views.analysis_status, name="analysis_status"),

@@ -6,16 +6,19 @@ from __future__ import annotations
 import orjson
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from analysis import BlockStream
 from analysis.compare import headline_rows
 from analysis.offload import offload_payoff
+from analysis.replay import ReplayOptions, replay_lines
+from analysis.replay import summary as replay_summary
 from console import charts, exports
-from console.forms import AnalysisForm, OffloadForm, UploadForm, analysis_initial
+from console.forms import AnalysisForm, OffloadForm, ReplayForm, UploadForm, analysis_initial
 from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, can_author, reader_required
 from console.services import (
@@ -62,6 +65,7 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                     format=data["format"],
                     block_sizes=data["block_sizes"],
                     previews=data["previews"],
+                    trace_partial_cached=data["trace_tails"] != "uncached",
                     keep_raw_until=data["keep_until"],
                 )
             except StorageError as exc:
@@ -263,3 +267,59 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(
         request, "console/compare.html", {"analyses": analyses, "figure": figure, "rows": rows}
     )
+
+
+def _replay_form(request: HttpRequest, upload: Upload, stream_tenants: list[str]) -> ReplayForm:
+    bound = request.GET if "block_tokens" in request.GET else None
+    form = ReplayForm(bound, block_sizes=upload.available_block_sizes, tenants=stream_tenants)
+    if bound is None:  # the defaults, validated like a submitted form
+        initial = {"block_tokens": upload.available_block_sizes[0], "time_scale": 1.0}
+        form = ReplayForm(initial, block_sizes=upload.available_block_sizes,
+                          tenants=stream_tenants)  # fmt: skip
+    return form
+
+
+@reader_required
+def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
+    """The replay-trace export: choose what to include, see how to replay it."""
+    upload = get_object_or_404(Upload, pk=pk)
+    if not upload.streams:
+        raise Http404("This upload has no stored block stream.")
+    stream = BlockStream.load(upload.streams[str(upload.available_block_sizes[0])])
+    form = _replay_form(request, upload, stream.tenants)
+    info = None
+    if form.is_valid():
+        size = form.cleaned_data["block_tokens"]
+        if size != stream.block_tokens:
+            stream = BlockStream.load(upload.streams[str(size)])
+        try:
+            info = replay_summary(stream, ReplayOptions(**form.options()))
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+    done = upload.analyses.filter(status=JobStatus.DONE).first()
+    model = done.report["model"]["name"] if done and done.report else "MODEL"
+    return render(request, "console/upload_replay.html", {
+        "upload": upload, "form": form, "info": info, "model": model,
+        "query": form.data.urlencode() if hasattr(form.data, "urlencode") else "",
+    })  # fmt: skip
+
+
+@reader_required
+def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The replay trace itself, streamed (JSON lines, Mooncake format)."""
+    upload = get_object_or_404(Upload, pk=pk)
+    if not upload.streams:
+        raise Http404("This upload has no stored block stream.")
+    stream = BlockStream.load(upload.streams[str(upload.available_block_sizes[0])])
+    form = _replay_form(request, upload, stream.tenants)
+    if not form.is_valid():
+        return HttpResponse(f"Invalid export: {form.errors.as_text()}", status=400,
+                            content_type="text/plain")  # fmt: skip
+    size = form.cleaned_data["block_tokens"]
+    if size != stream.block_tokens:
+        stream = BlockStream.load(upload.streams[str(size)])
+    lines = replay_lines(stream, ReplayOptions(**form.options()))
+    response = StreamingHttpResponse(lines, content_type="application/jsonl")
+    name = f"kvscope-replay-upload{upload.pk}-b{size}.jsonl"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PUBLIC = {"healthz", "login", "logout"}
 READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "analysis_status",
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
-              "policy_signoff", "policy_export"}  # fmt: skip
+              "policy_signoff", "policy_export", "upload_replay",
+              "upload_replay_download"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
@@ -134,7 +135,9 @@ def test_every_page_needs_sign_in(world):
             "analysis_detail": [w["analysis"].pk], "analysis_status": [w["analysis"].pk],
             "analysis_download": [w["analysis"].pk, "report.json"],
             "policy_version": [w["approved"].pk], "policy_signoff": [w["approved"].pk],
-            "policy_export": [w["approved"].pk, "lmcache.yaml"]}  # fmt: skip
+            "policy_export": [w["approved"].pk, "lmcache.yaml"],
+            "upload_replay": [w["upload"].pk],
+            "upload_replay_download": [w["upload"].pk]}  # fmt: skip
     for name in sorted(READ_PAGES | set(CHANGES)):
         if name in CHANGES:  # POST only (a GET is 405 before anything else)
             response = Client().post(_target(name, w)[0])

@@ -83,6 +83,13 @@ class Command(BaseCommand):
             help="folder with <encoding>.tiktoken files (no download)",
         )
         parser.add_argument(
+            "--trace-tails",
+            choices=("cached", "uncached"),
+            default="cached",
+            help="pre-hashed traces: a partial last block is cached (Mooncake's convention) "
+            "or an uncached tail (vLLM's; use it for kvscope's own replay exports)",
+        )
+        parser.add_argument(
             "--previews",
             action="store_true",
             help="keep the first characters of each segment in the report",
@@ -137,6 +144,7 @@ class Command(BaseCommand):
                     encoding=opts["encoding"],
                     previews=opts["previews"],
                     tiktoken_dir=opts["tiktoken_dir"],
+                    trace_partial_cached=opts["trace_tails"] == "cached",
                 ),
             )
             if opts["save_stream"]:
