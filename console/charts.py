@@ -635,3 +635,32 @@ __all__ = [
     "window_label",
     "working_set_figure",
 ]
+
+
+def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: float | None
+                     ) -> dict:  # fmt: skip
+    """p99 TTFT of one tier's runs: context length (rows) x concurrency (columns)."""
+    z, text = [], []
+    for _, cells in rows:
+        z.append([c["result"].p99("ttft") if c else None for c in cells])
+        text.append([
+            "" if not c else f"{c['result'].p99('ttft'):,.0f} ms"
+            + (" ✗" if c["misses"] else " ✓") for c in cells
+        ])  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[str(n) for n in concurrencies],
+            y=[f"{context:,}" for context, _ in rows],
+            text=text,
+            texttemplate="%{text}",
+            colorscale=[[0, "#2e7d32"], [0.5, "#f9a825"], [1, "#c62828"]],
+            zmin=0,
+            zmax=(2 * limit_ms) if limit_ms else None,
+            colorbar={"title": "p99 TTFT (ms)"},
+            hovertemplate="context %{y} tokens, concurrency %{x}: %{z:,.0f} ms<extra></extra>",
+        )
+    )
+    _layout(fig, f"p99 TTFT — {tier}", xaxis={"title": "concurrency", "type": "category"},
+            yaxis={"title": "context (tokens)", "type": "category"})  # fmt: skip
+    return _to_dict(fig)

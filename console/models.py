@@ -120,6 +120,7 @@ class Analysis(Job):
 
 
 # Policies live in their own module; importing them here registers them with the app.
+from console.evidence.models import BenchRun, Tier  # noqa: E402
 from console.policies.models import (  # noqa: E402
     AuditEvent,
     Policy,
@@ -133,6 +134,7 @@ from console.signin import SignInFailure  # noqa: E402
 __all__ = [
     "Analysis",
     "AuditEvent",
+    "BenchRun",
     "Job",
     "JobStatus",
     "Policy",
@@ -140,6 +142,7 @@ __all__ = [
     "Review",
     "SignInFailure",
     "SignOff",
+    "Tier",
     "Upload",
     "VersionState",
 ]

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console import views
+from console.evidence import views as evidence_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 
@@ -25,6 +26,8 @@ urlpatterns = [
         "analyses/<int:pk>/download/<str:what>", views.analysis_download, name="analysis_download"
     ),
     path("compare/", views.compare, name="compare"),
+    path("evidence/", evidence_views.evidence_list, name="evidence_list"),
+    path("evidence/matrix/", evidence_views.evidence_matrix, name="evidence_matrix"),
     path("policies/", policy_views.policy_list, name="policy_list"),
     path("policies/new/", policy_views.policy_new, name="policy_new"),
     path("policies/audit/", policy_views.audit_log, name="audit_log"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 import time
 from pathlib import Path
 
@@ -29,14 +30,14 @@ PUBLIC = {"healthz", "login", "logout"}
 READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "analysis_status",
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
               "policy_signoff", "policy_export", "upload_replay",
-              "upload_replay_download"}  # fmt: skip
+              "upload_replay_download", "evidence_matrix"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
     "analysis_new": "analyst", "policy_new": "analyst", "policy_edit": "analyst",
     "policy_submit": "analyst", "policy_new_version": "analyst", "policy_delete": "author",
     "policy_request_changes": "approver", "policy_approve": "approver",
-    "policy_retire": "approver",
+    "policy_retire": "approver", "evidence_list": "analyst",
 }  # fmt: skip
 
 
@@ -84,6 +85,8 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
             "min_reuses": "2", "doc_min_tokens": "512", "weight_dtype": "bf16",
             "concurrent_sequences": "1", "context_tokens": "4096", "host_ram_gib": "64",
             "reserve_os_gib": "8"}  # fmt: skip
+    if name == "evidence_list":
+        return reverse(name), {"tier": "none", "context_tokens": "4096"}
     if name == "policy_new":
         return reverse(name), {"name": "sneaky", "analysis": w["analysis"].pk}
     return reverse(name), {"name": "sneaky", "format": "auto", "block_sizes": ["256"],
@@ -125,7 +128,8 @@ def test_views_that_change_something_refuse_other_roles(
         client = Client()
         client.force_login({"analyst": analyst, "author": analyst, "approver": approver}[allowed])
         with open(chat_log, "rb") as fh:
-            client.post(url, {**body, "files": [fh]} if name == "upload_new" else body)
+            files = {"upload_new": [fh], "evidence_list": [_bench_file()]}.get(name)
+            client.post(url, {**body, "files": files} if files else body)
         assert _state() != before, f"{allowed} could not use {name}"
 
 
@@ -240,3 +244,11 @@ def test_sign_in_is_throttled_by_address_too_behind_the_proxy(analyst, settings)
     refused = sign_in("198.51.100.4", analyst.username, PASSWORD)
     assert "Too many failed sign-ins from this address" in refused.content.decode()
     assert sign_in("198.51.100.5", analyst.username, PASSWORD).status_code == 302
+
+
+def _bench_file():
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.analysis.test_evidence import vllm_result
+
+    return SimpleUploadedFile("run.json", json.dumps(vllm_result()).encode())

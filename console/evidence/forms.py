@@ -1,0 +1,55 @@
+"""The evidence forms: result files with their tags, and the SLO of the matrix page."""
+
+from __future__ import annotations
+
+from django import forms
+
+from console.evidence.models import Tier
+from console.forms import MultipleFileField
+
+
+class BenchUploadForm(forms.Form):
+    files = MultipleFileField(
+        label="vllm bench serve result files (--save-result JSON)",
+        help_text="One or more runs of the same configuration; each file's own "
+        "max_concurrency is used when it has one.",
+    )
+    model_name = forms.CharField(
+        max_length=200, required=False, label="Model (blank: the files' model_id)"
+    )
+    tier = forms.ChoiceField(choices=Tier.choices, label="KV tiers")
+    ram_gib = forms.FloatField(required=False, min_value=0, label="CPU RAM for KV (GiB)")
+    kv_dtype = forms.CharField(max_length=20, required=False, label="KV dtype (e.g. fp8)")
+    weights_offload = forms.BooleanField(
+        required=False, label="Weights offloaded to CPU (kept apart from KV offload)"
+    )
+    context_tokens = forms.IntegerField(min_value=1, label="Context length (tokens)")
+    concurrency = forms.IntegerField(
+        min_value=1, required=False, label="Concurrency limit (blank: from each file)"
+    )
+    warm = forms.BooleanField(required=False, label="Warm run (the cache was filled first)")
+    driver = forms.CharField(max_length=50, required=False, label="Driver version")
+    cuda = forms.CharField(max_length=50, required=False, label="CUDA version")
+    engine = forms.CharField(max_length=100, required=False, label="Engine and version")
+    model_revision = forms.CharField(max_length=100, required=False, label="Model revision")
+    tokenizer = forms.CharField(max_length=100, required=False, label="Tokenizer")
+    topology = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Host topology (nvidia-smi topo -m, numactl --hardware)",
+    )
+    numa_binding = forms.CharField(max_length=200, required=False, label="NUMA binding used")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("tier") in ("ram", "ram_disk") and not data.get("ram_gib"):
+            self.add_error("ram_gib", "Say how much CPU RAM the KV cache had.")
+        return data
+
+
+class SloForm(forms.Form):
+    p99_ttft_ms = forms.FloatField(required=False, min_value=0, initial=2000,
+                                   label="p99 TTFT at most (ms)")  # fmt: skip
+    p99_tpot_ms = forms.FloatField(required=False, min_value=0, label="p99 TPOT at most (ms)")
+    p99_itl_ms = forms.FloatField(required=False, min_value=0, initial=100,
+                                  label="p99 ITL at most (ms)")  # fmt: skip

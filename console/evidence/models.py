@@ -1,0 +1,53 @@
+"""A benchmark run: one result file as uploaded, and what it was run on."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Tier(models.TextChoices):
+    NONE = "none", "No offload"
+    RAM = "ram", "CPU RAM"
+    RAM_DISK = "ram_disk", "RAM + disk"
+
+
+class BenchRun(models.Model):
+    name = models.CharField(max_length=300)  # the file's name as uploaded
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    raw = models.JSONField()  # the result file itself, kept as it came
+    model_name = models.CharField(max_length=200)
+    # the serving configuration (the matrix's tier): KV tiers, RAM size, KV dtype; weights
+    # offload is kept apart (it is not KV offload)
+    tier = models.CharField(max_length=10, choices=Tier.choices)
+    ram_gib = models.FloatField(null=True, blank=True)
+    kv_dtype = models.CharField(max_length=20, blank=True)
+    weights_offload = models.BooleanField(default=False)
+    context_tokens = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    request_rate = models.FloatField(null=True, blank=True)  # None: unlimited
+    warm = models.BooleanField(default=False)  # the cache was warmed before the run
+    versions = models.JSONField(default=dict, blank=True)  # driver, cuda, engine, ...
+    topology = models.TextField(blank=True)  # nvidia-smi topo -m, numactl --hardware
+    numa_binding = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        app_label = "console"
+        ordering = ["model_name", "tier", "context_tokens", "concurrency", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} {self.tier_label} ctx {self.context_tokens} x{self.concurrency}"
+
+    @property
+    def tier_label(self) -> str:
+        label = self.get_tier_display()
+        if self.ram_gib:
+            label += f" {self.ram_gib:g} GiB"
+        if self.kv_dtype:
+            label += f", KV {self.kv_dtype}"
+        if self.weights_offload:
+            label += ", weights offloaded"
+        return label

@@ -1,0 +1,80 @@
+"""Storing benchmark runs, and the matrix of one model (the engine computes the boundary)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from analysis.evidence import Cell, EvidenceError, Slo, degradation_boundary, parse_vllm_result
+from console.evidence.models import BenchRun
+
+VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
+MAX_RESULT_BYTES = 64 << 20
+
+
+def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -> list[BenchRun]:
+    """Parse every file first: all are stored, or none (the error names the file)."""
+    parsed = []
+    for upload in files:
+        if upload.size > MAX_RESULT_BYTES:
+            raise EvidenceError(f"{upload.name}: larger than {MAX_RESULT_BYTES >> 20} MiB")
+        try:
+            raw = orjson.loads(upload.read())
+        except orjson.JSONDecodeError as exc:
+            raise EvidenceError(f"{upload.name}: not JSON ({exc})") from None
+        try:
+            result = parse_vllm_result(raw)
+        except EvidenceError as exc:
+            raise EvidenceError(f"{upload.name}: {exc}") from None
+        parsed.append((upload.name, raw, result))
+    runs = []
+    with transaction.atomic():
+        for name, raw, result in parsed:
+            concurrency = tags.get("concurrency") or result.max_concurrency
+            if not concurrency:
+                raise EvidenceError(f"{name}: no max_concurrency in the file; give the limit")
+            runs.append(BenchRun.objects.create(
+                name=name[:300], created_by=user, raw=raw,
+                model_name=tags.get("model_name") or result.model or "unknown model",
+                tier=tags["tier"], ram_gib=tags.get("ram_gib"), kv_dtype=tags.get("kv_dtype", ""),
+                weights_offload=bool(tags.get("weights_offload")),
+                context_tokens=tags["context_tokens"], concurrency=concurrency,
+                request_rate=None if result.request_rate in (None, float("inf"))
+                else result.request_rate,
+                warm=bool(tags.get("warm")),
+                versions={k: tags[k] for k in VERSION_KEYS if tags.get(k)},
+                topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
+            ))  # fmt: skip
+    return runs
+
+
+def cells_for(model_name: str) -> list[Cell]:
+    """Every run of a model; a warm run (cache filled first) is its own row beside the
+    cold one, so cold and warm compare side by side."""
+    return [
+        Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
+             run.concurrency, parse_vllm_result(run.raw))
+        for run in BenchRun.objects.filter(model_name=model_name)
+    ]  # fmt: skip
+
+
+def matrix(model_name: str, slo: Slo) -> dict:
+    """Per tier: the grid of runs (context rows x concurrency columns) and its boundary."""
+    cells = cells_for(model_name)
+    boundaries = {b.tier: b for b in degradation_boundary(cells, slo)}
+    tiers: dict[str, dict] = {}
+    for cell in cells:
+        tier = tiers.setdefault(cell.tier, {"cells": {}, "boundary": boundaries[cell.tier]})
+        tier["cells"][(cell.context_tokens, cell.concurrency)] = {
+            "result": cell.result, "misses": slo.misses(cell.result)}  # fmt: skip
+    contexts = sorted({c.context_tokens for c in cells})
+    concurrencies = sorted({c.concurrency for c in cells})
+    for tier in tiers.values():
+        tier["rows"] = [
+            (context, [tier["cells"].get((context, n)) for n in concurrencies])
+            for context in contexts
+        ]
+    return {"tiers": tiers, "contexts": contexts, "concurrencies": concurrencies}

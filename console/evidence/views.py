@@ -1,0 +1,57 @@
+"""Benchmark evidence pages: the runs and their upload form; the matrix of one model."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from analysis.evidence import EvidenceError, Slo
+from console import charts
+from console.evidence.forms import BenchUploadForm, SloForm
+from console.evidence.models import BenchRun
+from console.evidence.services import bench_runs_create, matrix
+from console.roles import can_analyze, reader_required
+
+
+@reader_required
+def evidence_list(request: HttpRequest) -> HttpResponse:
+    """The runs by model; analysts upload more here (the POST)."""
+    form = None
+    if can_analyze(request.user):
+        form = BenchUploadForm(request.POST or None, request.FILES or None)
+    elif request.method == "POST":
+        return render(request, "403.html", {"exception": "Only analysts upload runs."},
+                      status=403)  # fmt: skip
+    if request.method == "POST" and form is not None and form.is_valid():
+        data = form.cleaned_data
+        try:
+            runs = bench_runs_create(files=data["files"], tags=data, user=request.user)
+        except EvidenceError as exc:
+            form.add_error("files", str(exc))
+        else:
+            messages.success(request, f"{len(runs)} run{'s' if len(runs) != 1 else ''} stored.")
+            return redirect("evidence_list")
+    models = BenchRun.objects.values_list("model_name", flat=True).distinct().order_by()
+    return render(request, "console/evidence_list.html", {
+        "form": form, "runs": BenchRun.objects.all(), "models": sorted(set(models))})  # fmt: skip
+
+
+@reader_required
+def evidence_matrix(request: HttpRequest) -> HttpResponse:
+    """Context x concurrency per tier, coloured against the SLO, with the boundary."""
+    model_name = request.GET.get("model", "")
+    slo_form = SloForm(request.GET if "p99_ttft_ms" in request.GET else None)
+    data = slo_form.cleaned_data if slo_form.is_bound and slo_form.is_valid() else {
+        "p99_ttft_ms": 2000.0, "p99_tpot_ms": None, "p99_itl_ms": 100.0}  # fmt: skip
+    slo = Slo(**data)
+    grid = matrix(model_name, slo)
+    figures = {
+        f"tier-{i}": charts.evidence_heatmap(
+            name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms
+        )
+        for i, (name, tier) in enumerate(grid["tiers"].items())
+    }
+    return render(request, "console/evidence_matrix.html", {
+        "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
+        "figures": figures})  # fmt: skip

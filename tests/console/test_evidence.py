@@ -1,0 +1,69 @@
+"""Benchmark evidence through the pages: three vLLM result files uploaded with their
+tags, the matrix coloured against the SLO, and the boundary the engine computes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from analysis.evidence import EvidenceError
+from console.evidence.services import bench_runs_create
+from console.models import BenchRun
+from tests.analysis.test_evidence import vllm_result
+from tests.console.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _file(name: str, **values) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, json.dumps(vllm_result(**values)).encode())
+
+
+TAGS = {"tier": "none", "context_tokens": 8192, "driver": "570.86", "cuda": "12.8",
+        "engine": "vllm 0.11", "topology": "GPU0 X NV18"}  # fmt: skip
+
+
+def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, analyst):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    files = [_file(f"c{n}.json", ttft=t, max_concurrency=n)
+             for n, t in ((4, 600.0), (16, 1500.0), (64, 3100.0))]  # fmt: skip
+    response = client.post(reverse("evidence_list"), {**TAGS, "files": files})
+    assert response.status_code == 302
+    runs = list(BenchRun.objects.order_by("concurrency"))
+    assert [r.concurrency for r in runs] == [4, 16, 64]
+    assert runs[0].raw["p99_ttft_ms"] == 600.0  # the file itself is kept
+    assert runs[0].versions == {"driver": "570.86", "cuda": "12.8", "engine": "vllm 0.11"}
+    assert runs[0].topology == "GPU0 X NV18" and runs[0].model_name == "meta-llama/Llama-3.1-8B"
+    # with RAM offload the 64-user run holds
+    ram = [_file("r64.json", ttft=1700.0, max_concurrency=64)]
+    client.post(reverse("evidence_list"), {**TAGS, "tier": "ram", "ram_gib": "64", "files": ram})
+    page = client.get(reverse("evidence_matrix"),
+                      {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000",
+                       "p99_itl_ms": "100"}).content.decode()  # fmt: skip
+    assert "No offload" in page and "CPU RAM 64 GiB" in page
+    assert page.count('class="cell bad"') == 1 and page.count('class="cell ok"') == 3
+    assert "up to <strong>16</strong> concurrent" in page  # no offload breaks at 64
+    assert "up to <strong>64</strong> concurrent" in page  # RAM offload holds
+    assert 'id="chart-tier-0"' in page and 'id="chart-tier-1"' in page
+    # a tighter objective moves the boundary
+    tight = client.get(reverse("evidence_matrix"), {"model": "meta-llama/Llama-3.1-8B",
+                       "p99_ttft_ms": "1000", "p99_itl_ms": "100"}).content.decode()  # fmt: skip
+    assert "up to <strong>4</strong> concurrent" in tight
+
+
+def test_a_file_that_is_not_a_result_stores_nothing(analyst):
+    good = _file("good.json", max_concurrency=8)
+    bad = SimpleUploadedFile("notes.json", b'{"completed": 3}')
+    with pytest.raises(EvidenceError, match=r"notes\.json: not a vllm bench serve result"):
+        bench_runs_create(files=[good, bad], tags=TAGS, user=analyst)
+    assert not BenchRun.objects.exists()
+
+
+def test_only_analysts_upload_runs(client, auditor):
+    assert client.login(username=auditor.username, password=PASSWORD)
+    assert "Upload runs" not in client.get(reverse("evidence_list")).content.decode()
+    response = client.post(reverse("evidence_list"), {**TAGS, "files": [_file("x.json")]})
+    assert response.status_code == 403 and not BenchRun.objects.exists()
