@@ -44,7 +44,7 @@ def parse_vllm_result(obj: object) -> BenchResult:
     """One `vllm bench serve --save-result` JSON object."""
     if not isinstance(obj, dict):
         raise EvidenceError("not a JSON object")
-    missing = [k for k in ("completed", "p99_ttft_ms") if k not in obj]
+    missing = [k for k in ("completed", "p99_ttft_ms") if obj.get(k) is None]
     if missing:
         raise EvidenceError(
             f"not a vllm bench serve result: no {', '.join(missing)} (save it with "
@@ -89,7 +89,10 @@ def _count(value: object, key: str) -> int:
 
 
 def _optional_count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A positive count that fits the database (else: not given)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31:
+        return value
+    return None
 
 
 def _rate(value: object) -> float | None:

@@ -43,6 +43,8 @@ class OffloadPayoff:
     @property
     def speedup(self) -> float:
         """How many times faster loading is than recomputing (below 1: slower)."""
+        if self.load_us_per_token <= 0:
+            return float("inf")
         return self.recompute_us_per_token / self.load_us_per_token
 
     def to_dict(self) -> dict:

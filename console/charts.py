@@ -644,8 +644,9 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: 
     for _, cells in rows:
         z.append([c["result"].p99("ttft") if c else None for c in cells])
         text.append([
-            "" if not c else f"{c['result'].p99('ttft'):,.0f} ms"
-            + (" ✗" if c["misses"] else " ✓") for c in cells
+            "" if not c or c["result"].p99("ttft") is None
+            else f"{c['result'].p99('ttft'):,.0f} ms" + (" ✗" if c["misses"] else " ✓")
+            for c in cells
         ])  # fmt: skip
     fig = go.Figure(
         go.Heatmap(

@@ -243,10 +243,13 @@ class OffloadForm(forms.Form):
         label="Host-to-GPU link",
     )
     bandwidth_gb_s = forms.FloatField(
-        required=False, min_value=0.01, label="or a measured bandwidth (GB/s)"
+        required=False, min_value=0.01, max_value=100_000, label="or a measured bandwidth (GB/s)"
     )
     prefill_tokens_per_s = forms.FloatField(
-        initial=DEFAULT_PREFILL_TOKENS_PER_S, min_value=1, label="Prefill throughput (tokens/s)"
+        initial=DEFAULT_PREFILL_TOKENS_PER_S,
+        min_value=1,
+        max_value=1e9,
+        label="Prefill throughput (tokens/s)",
     )
     hit_ratio = forms.FloatField(
         required=False, min_value=0, max_value=1, label="Hit ratio (blank: at the recommended size)"
@@ -268,13 +271,17 @@ class ReplayForm(forms.Form):
     """What to put in a replay trace (the export page's GET form)."""
 
     block_tokens = forms.TypedChoiceField(coerce=int, label="Block size (tokens)")
-    start_s = forms.FloatField(required=False, min_value=0, label="From (s after the start)")
-    end_s = forms.FloatField(required=False, min_value=0, label="To (s after the start)")
+    start_s = forms.FloatField(
+        required=False, min_value=0, max_value=1e9, label="From (s after the start)"
+    )
+    end_s = forms.FloatField(
+        required=False, min_value=0, max_value=1e9, label="To (s after the start)"
+    )
     tenants = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tenants (none ticked: all)"
     )
     time_scale = forms.FloatField(
-        initial=1.0, min_value=0.001, label="Time scale (0.5: twice as fast)"
+        initial=1.0, min_value=0.001, max_value=1000, label="Time scale (0.5: twice as fast)"
     )
     labels = forms.BooleanField(required=False, label="Write tenant and user labels")
 

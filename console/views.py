@@ -279,6 +279,15 @@ def _replay_form(request: HttpRequest, upload: Upload, stream_tenants: list[str]
     return form
 
 
+def _replay_options(request: HttpRequest, form: ReplayForm) -> dict:
+    """The form's options; tenant and user labels only for analysts (user names are
+    shown nowhere else)."""
+    options = form.options()
+    if not can_analyze(request.user):
+        options["labels"] = False
+    return options
+
+
 @reader_required
 def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
     """The replay-trace export: choose what to include, see how to replay it."""
@@ -293,13 +302,16 @@ def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
         if size != stream.block_tokens:
             stream = BlockStream.load(upload.streams[str(size)])
         try:
-            info = replay_summary(stream, ReplayOptions(**form.options()))
+            info = replay_summary(stream, ReplayOptions(**_replay_options(request, form)))
         except ValueError as exc:
             form.add_error(None, str(exc))
     done = upload.analyses.filter(status=JobStatus.DONE).first()
     model = done.report["model"]["name"] if done and done.report else "MODEL"
+    # read back as this upload was read: a trace read with partial blocks cached keeps them
+    cached = upload.source_format == "mooncake" and upload.trace_partial_cached
     return render(request, "console/upload_replay.html", {
         "upload": upload, "form": form, "info": info, "model": model,
+        "readback_tails": "cached" if cached else "uncached",
         "query": form.data.urlencode() if hasattr(form.data, "urlencode") else "",
     })  # fmt: skip
 
@@ -318,7 +330,7 @@ def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
     size = form.cleaned_data["block_tokens"]
     if size != stream.block_tokens:
         stream = BlockStream.load(upload.streams[str(size)])
-    lines = replay_lines(stream, ReplayOptions(**form.options()))
+    lines = replay_lines(stream, ReplayOptions(**_replay_options(request, form)))
     response = StreamingHttpResponse(lines, content_type="application/jsonl")
     name = f"kvscope-replay-upload{upload.pk}-b{size}.jsonl"
     response["Content-Disposition"] = f'attachment; filename="{name}"'

@@ -23,9 +23,14 @@ class BenchUploadForm(forms.Form):
     weights_offload = forms.BooleanField(
         required=False, label="Weights offloaded to CPU (kept apart from KV offload)"
     )
-    context_tokens = forms.IntegerField(min_value=1, label="Context length (tokens)")
+    context_tokens = forms.IntegerField(
+        min_value=1, max_value=2**31 - 1, label="Context length (tokens)"
+    )
     concurrency = forms.IntegerField(
-        min_value=1, required=False, label="Concurrency limit (blank: from each file)"
+        min_value=1,
+        max_value=2**31 - 1,
+        required=False,
+        label="Concurrency limit (blank: from each file)",
     )
     warm = forms.BooleanField(required=False, label="Warm run (the cache was filled first)")
     driver = forms.CharField(max_length=50, required=False, label="Driver version")

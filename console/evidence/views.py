@@ -34,7 +34,8 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
             return redirect("evidence_list")
     models = BenchRun.objects.values_list("model_name", flat=True).distinct().order_by()
     return render(request, "console/evidence_list.html", {
-        "form": form, "runs": BenchRun.objects.all(), "models": sorted(set(models))})  # fmt: skip
+        "form": form, "runs": BenchRun.objects.defer("raw", "topology"),
+        "models": sorted(set(models))})  # fmt: skip
 
 
 @reader_required

@@ -102,3 +102,9 @@ def test_an_slo_names_what_a_run_breaks():
     assert Slo(p99_ttft_ms=2000, p99_itl_ms=100).misses(r) == ["p99 TTFT", "failed requests"]
     assert Slo(p99_tpot_ms=10).misses(r) == ["p99 TPOT", "failed requests"]  # not measured
     assert Slo(allow_failed=True).misses(r) == []
+
+
+def test_a_null_p99_or_a_negative_concurrency_is_not_taken():
+    with pytest.raises(EvidenceError, match="no p99_ttft_ms"):
+        parse_vllm_result(vllm_result(p99_ttft_ms=None))
+    assert parse_vllm_result(vllm_result(max_concurrency=-4)).max_concurrency is None

@@ -91,6 +91,11 @@ def test_time_range_tenants_and_time_scale(tmp_path):
     assert [x["timestamp"] for x in lines] == [
         round((stream.req_t_us[i] - first) / 1000 * 0.5) for i in expected
     ]
+    seen = -1  # a subset numbers its own ids from 0, in order of first appearance
+    for line in lines:
+        for h in line["hash_ids"]:
+            assert h <= seen + 1
+            seen = max(seen, h)
     info = summary(stream, options)
     assert info.requests == len(lines) and info.span_ms == lines[-1]["timestamp"]
     with pytest.raises(ValueError, match="time scale"):

@@ -382,3 +382,16 @@ def test_a_replay_trace_is_exported_and_reads_back_to_the_same_numbers(
     backwards = {"block_tokens": "64", "start_s": "50", "end_s": "10", "time_scale": "1"}
     bad = client.get(reverse("upload_replay_download", args=[done_upload.pk]), backwards)
     assert bad.status_code == 400 and "The end must come after the start" in bad.content.decode()
+
+
+def test_absurd_numbers_in_the_estimate_and_export_forms_are_refused_not_crashing(
+    client, done_upload
+):
+    analysis = Analysis.objects.get(upload=done_upload)
+    absurd = {"pcie": "5", "bandwidth_gb_s": "1e300", "prefill_tokens_per_s": "1"}
+    page = client.get(reverse("analysis_detail", args=[analysis.pk]), absurd)
+    assert page.status_code == 200 and "less than or equal to 100000" in page.content.decode()
+    replay = client.get(reverse("upload_replay", args=[done_upload.pk]),
+                        {"block_tokens": "64", "start_s": "1e303", "time_scale": "1"})  # fmt: skip
+    assert replay.status_code == 200
+    assert "less than or equal to 1000000000" in replay.content.decode()
