@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from console.models import Analysis, JobStatus
+from console.models import Analysis, BenchRun, JobStatus
 from console.policies.body import (
     CLASSIFICATIONS,
     END_OF_LIFE_EVENTS,
@@ -40,6 +40,12 @@ class PolicyForm(forms.Form):
         queryset=Analysis.objects.none(),
         required=False,
         label="Evidence: the analysis this policy relies on",
+    )
+    bench_runs = forms.ModelMultipleChoiceField(
+        queryset=BenchRun.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Evidence: benchmark runs (replays with offload off and on)",
     )
     routes = forms.CharField(required=False, label="Model routes governed",
                              help_text="Comma-separated.")  # fmt: skip
@@ -112,6 +118,8 @@ class PolicyForm(forms.Form):
             status=JobStatus.DONE
         ).select_related("upload")
         self.fields["analysis"].label_from_instance = lambda a: f"#{a.pk} {a.upload} · {a.summary}"
+        self.fields["bench_runs"].queryset = BenchRun.objects.defer("raw", "topology")
+        self.fields["bench_runs"].label_from_instance = lambda r: f"{r} ({r.name})"
         for event, label in END_OF_LIFE_EVENTS.items():
             self.fields[f"eol_{event}"] = forms.BooleanField(required=False, label=label)
             self.fields[f"eol_{event}_deadline_s"] = forms.FloatField(
@@ -177,6 +185,7 @@ def initial_from_body(body: dict, analysis: Analysis | None) -> dict:
     contract = body.get("disk_contract") or {}
     initial = {
         "analysis": analysis.pk if analysis else None,
+        "bench_runs": [r["id"] for r in body.get("evidence", {}).get("benchmark_runs", [])],
         "routes": ", ".join(body["routes"]),
         "tenants": ", ".join(body["tenants"]),
         "lifetime_s": body["lifetime_s"],

@@ -9,11 +9,13 @@ and only after re-entering their password.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.models import Analysis
+from analysis.evidence import parse_vllm_result
+from console.models import Analysis, BenchRun
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
 from console.policies.checks import Finding, check_body
@@ -72,6 +74,23 @@ def _evidence(analysis: Analysis | None) -> dict:
     }
 
 
+def _run_evidence(run: BenchRun) -> dict:
+    """What a cited benchmark run showed, as the sign-off will record it."""
+    result = parse_vllm_result(run.raw)
+    return {
+        "id": run.pk,
+        "file": run.name,
+        "model": run.model_name,
+        "tier": run.tier_label + (" · warm" if run.warm else ""),
+        "context_tokens": run.context_tokens,
+        "concurrency": run.concurrency,
+        "p99_ttft_ms": result.p99("ttft"),
+        "p99_itl_ms": result.p99("itl"),
+        "completed": result.completed,
+        "failed": result.failed,
+    }
+
+
 def _require(allowed: bool, message: str) -> None:
     if not allowed:
         raise PolicyError(message)
@@ -122,13 +141,21 @@ def _create_policy(name: str, user, analysis: Analysis | None) -> PolicyVersion:
 
 
 def version_update(
-    *, version: PolicyVersion, body: dict, user, analysis: Analysis | None = None
+    *,
+    version: PolicyVersion,
+    body: dict,
+    user,
+    analysis: Analysis | None = None,
+    bench_runs: Sequence[BenchRun] = (),
 ) -> PolicyVersion:
-    """Edit a draft (or a version sent back for changes)."""
+    """Edit a draft (or a version sent back for changes). The evidence (the analysis and
+    the benchmark runs cited, with their numbers) is part of the body, so of its digest."""
     _require(can_author(user), "Only analysts edit policies.")
     _require_open(version)
     body = normalize(copy.deepcopy(body))
     body["evidence"] = _evidence(analysis)
+    if bench_runs:
+        body["evidence"]["benchmark_runs"] = [_run_evidence(r) for r in bench_runs]
     with transaction.atomic():
         changed = PolicyVersion.objects.filter(pk=version.pk, state__in=EDITABLE).update(
             body=body, analysis=analysis, updated_at=timezone.now()

@@ -127,6 +127,7 @@ def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
                     body=form.to_body(),
                     user=request.user,
                     analysis=form.cleaned_data["analysis"],
+                    bench_runs=list(form.cleaned_data["bench_runs"]),
                 )
             except PolicyError as exc:
                 messages.error(request, str(exc))

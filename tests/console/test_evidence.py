@@ -12,10 +12,20 @@ from django.urls import reverse
 from analysis.evidence import EvidenceError
 from console.evidence.services import bench_runs_create
 from console.models import BenchRun
+from console.policies.body import digest
+from console.policies.services import (
+    policy_create,
+    version_approve,
+    version_submit,
+    version_update,
+)
 from tests.analysis.test_evidence import vllm_result
+from tests.console import test_policies
 from tests.console.conftest import PASSWORD
+from tests.console.test_policies import complete
 
 pytestmark = pytest.mark.django_db(transaction=True)
+analysis = test_policies.analysis  # the fixture: a finished default analysis
 
 
 def _file(name: str, **values) -> SimpleUploadedFile:
@@ -67,3 +77,25 @@ def test_only_analysts_upload_runs(client, auditor):
     assert "Upload runs" not in client.get(reverse("evidence_list")).content.decode()
     response = client.post(reverse("evidence_list"), {**TAGS, "files": [_file("x.json")]})
     assert response.status_code == 403 and not BenchRun.objects.exists()
+
+
+def test_a_policy_cites_runs_and_its_sign_off_shows_them(client, analysis, analyst, approver):
+    on = _file("offload-on.json", ttft=1234.0, max_concurrency=32)
+    (run,) = bench_runs_create(files=[on], tags={**TAGS, "tier": "ram", "ram_gib": 64.0},
+                               user=analyst)  # fmt: skip
+    version = policy_create(name="cited", user=analyst, analysis=analysis)
+    uncited = digest(complete(version.body))
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis, bench_runs=[run])  # fmt: skip
+    cited = version.body["evidence"]["benchmark_runs"]
+    assert cited == [{"id": run.pk, "file": "offload-on.json", "model": run.model_name,
+                      "tier": "CPU RAM 64 GiB", "context_tokens": 8192, "concurrency": 32,
+                      "p99_ttft_ms": 1234.0, "p99_itl_ms": 35.0, "completed": 100,
+                      "failed": 0}]  # fmt: skip
+    version_submit(version=version, user=analyst)
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    version.refresh_from_db()
+    assert version.digest == digest(version.body) != uncited  # the citation is signed too
+    assert client.login(username=approver.username, password=PASSWORD)
+    page = client.get(reverse("policy_signoff", args=[version.pk])).content.decode()
+    assert "data-bench-evidence" in page and "offload-on.json" in page and ">1234<" in page
