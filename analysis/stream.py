@@ -166,9 +166,7 @@ class BlockStream:
     @classmethod
     def load(cls, folder: str | Path) -> BlockStream:
         folder = Path(folder)
-        meta = orjson.loads((folder / "meta.json").read_bytes())
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder}: block stream format {meta.get('format_version')}")
+        meta = stream_meta(folder)
         req = pq.read_table(folder / "requests.parquet")
         refs = pq.read_table(folder / "refs.parquet")
         seg = pq.read_table(folder / "segments.parquet")
@@ -213,6 +211,16 @@ class BlockStream:
             notes=meta["notes"],
             stats=meta["stats"],
         )
+
+
+def stream_meta(folder: str | Path) -> dict:
+    """A stored stream's small table (tenants, users, routes, files, errors, notes...)
+    without reading its columns."""
+    folder = Path(folder)
+    meta = orjson.loads((folder / "meta.json").read_bytes())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{folder}: block stream format {meta.get('format_version')}")
+    return meta
 
 
 def _write_chunks(tables: Iterable[pa.Table], path: Path, schema: pa.Schema) -> None:

@@ -17,6 +17,7 @@ from analysis.compare import headline_rows
 from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
 from analysis.replay import summary as replay_summary
+from analysis.stream import stream_meta
 from console import charts, exports
 from console.forms import AnalysisForm, OffloadForm, ReplayForm, UploadForm, analysis_initial
 from console.models import Analysis, JobStatus, Upload
@@ -269,42 +270,36 @@ def compare(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _replay_form(request: HttpRequest, upload: Upload, stream_tenants: list[str]) -> ReplayForm:
-    bound = request.GET if "block_tokens" in request.GET else None
-    form = ReplayForm(bound, block_sizes=upload.available_block_sizes, tenants=stream_tenants)
-    if bound is None:  # the defaults, validated like a submitted form
-        initial = {"block_tokens": upload.available_block_sizes[0], "time_scale": 1.0}
-        form = ReplayForm(initial, block_sizes=upload.available_block_sizes,
-                          tenants=stream_tenants)  # fmt: skip
-    return form
+def _replay_request(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm, BlockStream | None]:
+    """The upload, its export form (the defaults when nothing was asked) and, when the
+    form is valid, the stored stream of the block size chosen (loaded once)."""
+    upload = get_object_or_404(Upload, pk=pk)
+    if not upload.streams:
+        raise Http404("This upload has no stored block stream.")
+    sizes = upload.available_block_sizes
+    tenants = stream_meta(upload.streams[str(sizes[0])])["tenants"]
+    data = request.GET if "block_tokens" in request.GET else {
+        "block_tokens": sizes[0], "time_scale": 1.0}  # fmt: skip
+    form = ReplayForm(data, block_sizes=sizes, tenants=tenants)
+    if not form.is_valid():
+        return upload, form, None
+    return upload, form, BlockStream.load(upload.streams[str(form.cleaned_data["block_tokens"])])
 
 
-def _replay_options(request: HttpRequest, form: ReplayForm) -> dict:
+def _replay_options(request: HttpRequest, form: ReplayForm) -> ReplayOptions:
     """The form's options; tenant and user labels only for analysts (user names are
     shown nowhere else)."""
     options = form.options()
     if not can_analyze(request.user):
         options["labels"] = False
-    return options
+    return ReplayOptions(**options)
 
 
 @reader_required
 def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
     """The replay-trace export: choose what to include, see how to replay it."""
-    upload = get_object_or_404(Upload, pk=pk)
-    if not upload.streams:
-        raise Http404("This upload has no stored block stream.")
-    stream = BlockStream.load(upload.streams[str(upload.available_block_sizes[0])])
-    form = _replay_form(request, upload, stream.tenants)
-    info = None
-    if form.is_valid():
-        size = form.cleaned_data["block_tokens"]
-        if size != stream.block_tokens:
-            stream = BlockStream.load(upload.streams[str(size)])
-        try:
-            info = replay_summary(stream, ReplayOptions(**_replay_options(request, form)))
-        except ValueError as exc:
-            form.add_error(None, str(exc))
+    upload, form, stream = _replay_request(request, pk)
+    info = replay_summary(stream, _replay_options(request, form)) if stream else None
     done = upload.analyses.filter(status=JobStatus.DONE).first()
     model = done.report["model"]["name"] if done and done.report else "MODEL"
     # read back as this upload was read: a trace read with partial blocks cached keeps them
@@ -312,26 +307,19 @@ def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "console/upload_replay.html", {
         "upload": upload, "form": form, "info": info, "model": model,
         "readback_tails": "cached" if cached else "uncached",
-        "query": form.data.urlencode() if hasattr(form.data, "urlencode") else "",
+        "query": request.GET.urlencode(),
     })  # fmt: skip
 
 
 @reader_required
 def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
     """The replay trace itself, streamed (JSON lines, Mooncake format)."""
-    upload = get_object_or_404(Upload, pk=pk)
-    if not upload.streams:
-        raise Http404("This upload has no stored block stream.")
-    stream = BlockStream.load(upload.streams[str(upload.available_block_sizes[0])])
-    form = _replay_form(request, upload, stream.tenants)
-    if not form.is_valid():
+    upload, form, stream = _replay_request(request, pk)
+    if stream is None:
         return HttpResponse(f"Invalid export: {form.errors.as_text()}", status=400,
                             content_type="text/plain")  # fmt: skip
-    size = form.cleaned_data["block_tokens"]
-    if size != stream.block_tokens:
-        stream = BlockStream.load(upload.streams[str(size)])
-    lines = replay_lines(stream, ReplayOptions(**_replay_options(request, form)))
+    lines = replay_lines(stream, _replay_options(request, form))
     response = StreamingHttpResponse(lines, content_type="application/jsonl")
-    name = f"kvscope-replay-upload{upload.pk}-b{size}.jsonl"
+    name = f"kvscope-replay-upload{upload.pk}-b{stream.block_tokens}.jsonl"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
