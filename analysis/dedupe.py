@@ -23,34 +23,24 @@ class SeenIds:
         key = int.from_bytes(digest.digest(), "little") or 1  # 0 marks an empty slot
         if (self._count + 1) * 2 > self._table.size:
             self._grow()
+        slot = self._slot(key)
+        if int(self._table[slot]) == key:
+            return False
+        self._table[slot] = key
+        self._count += 1
+        return True
+
+    def _slot(self, key: int) -> int:
+        """Where `key` is, or the empty slot where it would go (linear probing)."""
         table = self._table
         mask = table.size - 1
         slot = key & mask
-        while True:
-            found = int(table[slot])
-            if found == _EMPTY:
-                table[slot] = key
-                self._count += 1
-                return True
-            if found == key:
-                return False
+        while (found := int(table[slot])) != _EMPTY and found != key:
             slot = (slot + 1) & mask
-
-    def __len__(self) -> int:
-        return self._count
+        return slot
 
     def _grow(self) -> None:
         keys = self._table[self._table != _EMPTY]
         self._table = np.zeros(self._table.size * 2, dtype=np.uint64)
-        self._count = 0
         for key in keys.tolist():
-            self._insert(key)
-
-    def _insert(self, key: int) -> None:
-        table = self._table
-        mask = table.size - 1
-        slot = key & mask
-        while int(table[slot]) != _EMPTY:
-            slot = (slot + 1) & mask
-        table[slot] = key
-        self._count += 1
+            self._table[self._slot(key)] = key

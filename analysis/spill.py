@@ -23,7 +23,6 @@ class SpillColumns:
         self.folder = Path(tempfile.mkdtemp(prefix=".spill-", dir=parent))
         self._files: dict[str, BinaryIO] = {}
         self._dtypes: dict[str, np.dtype] = {}
-        self._rows: dict[str, int] = {}
 
     def append(self, name: str, values: np.ndarray) -> None:
         dtype = self._dtypes.setdefault(name, values.dtype)
@@ -33,19 +32,15 @@ class SpillColumns:
         if handle is None:
             handle = self._files[name] = open(self.folder / name, "ab")  # noqa: SIM115
         handle.write(np.ascontiguousarray(values).tobytes())
-        self._rows[name] = self._rows.get(name, 0) + values.size
-
-    def rows(self, name: str) -> int:
-        return self._rows.get(name, 0)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._rows
+        return name in self._dtypes
 
     def chunks(self, name: str, rows: int | None = None) -> Iterator[np.ndarray]:
         """The column in order, `rows` values at a time (default SPILL_ROWS; read, not
         mapped: pages read once do not stay in this process)."""
         rows = rows or SPILL_ROWS
-        if name not in self._rows:
+        if name not in self._dtypes:
             return
         self._files[name].flush()
         dtype = self._dtypes[name]
@@ -58,7 +53,7 @@ class SpillColumns:
 
     def load(self, name: str) -> np.ndarray | None:
         """The whole column in memory (None if nothing was spilled under that name)."""
-        if name not in self._rows:
+        if name not in self._dtypes:
             return None
         self._files[name].flush()
         return np.fromfile(self.folder / name, dtype=self._dtypes[name])

@@ -8,7 +8,14 @@ import orjson
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from analysis.evidence import Cell, EvidenceError, Slo, degradation_boundary, parse_vllm_result
+from analysis.evidence import (
+    Cell,
+    EvidenceError,
+    Slo,
+    degradation_boundary,
+    matrix_axes,
+    parse_vllm_result,
+)
 from console.evidence.models import BenchRun
 
 VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
@@ -74,8 +81,7 @@ def matrix(model_name: str, slo: Slo) -> dict:
         if shown is None or (misses and not shown["misses"]):
             tier["cells"][(cell.context_tokens, cell.concurrency)] = {
                 "result": cell.result, "misses": misses}  # fmt: skip
-    contexts = sorted({c.context_tokens for c in cells})
-    concurrencies = sorted({c.concurrency for c in cells})
+    contexts, concurrencies = matrix_axes(cells)
     for tier in tiers.values():
         tier["rows"] = [
             (context, [tier["cells"].get((context, n)) for n in concurrencies])
