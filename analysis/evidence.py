@@ -1,21 +1,47 @@
-"""Benchmark evidence: `vllm bench serve --save-result` files read into the numbers a
-capacity review compares (p99 TTFT / TPOT / ITL, throughput, completed and failed), and the
-degradation boundary of a context x concurrency matrix against service-level objectives.
+"""Benchmark evidence: `vllm bench serve --save-result` files and AIPerf summaries read into
+the numbers a capacity review compares (p99 TTFT / TPOT / ITL, throughput, completed and
+failed), the degradation boundary of a context x concurrency matrix against service-level
+objectives, and runs of one schedule side by side (cold vs warm, offload off vs on).
 
 vLLM's result keys: `completed`, `failed`, `request_throughput`, `output_throughput`,
 `total_token_throughput`, and `mean_/median_/std_/p99_` x `ttft/tpot/itl/e2el` + `_ms`
 (the percentiles listed in `--metric-percentiles`, 99 by default), plus `model_id`,
-`tokenizer_id`, `max_concurrency`, `request_rate`, `num_prompts`, `duration`, `date`."""
+`tokenizer_id`, `max_concurrency`, `request_rate`, `num_prompts`, `duration`, `date`.
+
+AIPerf's `profile_export_aiperf.json` (schema 1.x, docs/reference/json-export-schema.md): one
+stats block per metric tag (`unit`, `avg`, `std`, `p1`..`p99`; counts and throughputs carry
+only `avg`)."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "std", "p99")
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+# any percentile `vllm bench serve --metric-percentiles` wrote, e.g. p90_ttft_ms, p99.9_itl_ms
+_VLLM_PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+# AIPerf metric tag -> our latency. AIPerf's inter_token_latency is per request
+# (latency - TTFT) / (tokens - 1): vLLM's TPOT. Its inter_chunk_latency is every gap between
+# streamed chunks: vLLM's ITL when each chunk carries one token.
+AIPERF_LATENCIES = {
+    "time_to_first_token": "ttft",
+    "inter_token_latency": "tpot",
+    "inter_chunk_latency": "itl",
+    "request_latency": "e2el",
+}
+AIPERF_THROUGHPUTS = {
+    "request_throughput": "request_throughput",
+    "output_token_throughput": "output_throughput",
+    "total_token_throughput": "total_token_throughput",
+}
+_MS_PER_UNIT = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "ns": 1e-6}
+# RAM growth is in neither tool's file; these keys can be added (vLLM's --metadata writes
+# top-level KEY=VALUE strings; the end value is added after the run)
+RAM_KEYS = ("host_ram_start_gib", "host_ram_end_gib", "host_ram_growth_gib")
 
 
 class EvidenceError(ValueError):
@@ -35,9 +61,40 @@ class BenchResult:
     num_prompts: int | None = None
     duration_s: float | None = None
     date: str = ""
+    tool: str = "vllm"  # which benchmark wrote the file: "vllm" or "aiperf"
+    ram_growth_gib: float | None = None  # host RAM at the end minus at the start, if given
 
     def p99(self, metric: str) -> float | None:
         return self.latencies_ms.get(f"p99_{metric}")
+
+    def stats(self, metric: str) -> list[tuple[str, float]]:
+        """The statistics present for one latency: mean, median, then percentiles ascending
+        (std left out: it is not a latency a user waits)."""
+        found = []
+        for key, value in self.latencies_ms.items():
+            stat, _, name = key.rpartition("_")
+            if name == metric and stat != "std":
+                found.append((_stat_order(stat), stat, value))
+        return [(stat, value) for _, stat, value in sorted(found)]
+
+
+def _stat_order(stat: str) -> tuple[int, float]:
+    if stat == "mean":
+        return (0, 0.0)
+    if stat == "median":
+        return (1, 0.0)
+    return (2, float(stat[1:]))
+
+
+def parse_result(obj: object) -> BenchResult:
+    """A vLLM result or an AIPerf summary, told apart by their keys."""
+    if (
+        isinstance(obj, dict)
+        and "completed" not in obj
+        and ("schema_version" in obj or any(isinstance(obj.get(k), dict) for k in AIPERF_LATENCIES))
+    ):
+        return parse_aiperf_summary(obj)
+    return parse_vllm_result(obj)
 
 
 def parse_vllm_result(obj: object) -> BenchResult:
@@ -56,6 +113,10 @@ def parse_vllm_result(obj: object) -> BenchResult:
             value = obj.get(f"{stat}_{metric}_ms")
             if value is not None:
                 latencies[f"{stat}_{metric}"] = _number(value, f"{stat}_{metric}_ms")
+    for key, value in obj.items():
+        match = _VLLM_PERCENTILE.match(key)
+        if match and value is not None:
+            latencies[f"p{match[1]}_{match[2]}"] = _number(value, key)
     throughputs = {k: _number(obj[k], k) for k in THROUGHPUTS if obj.get(k) is not None}
     completed = _count(obj["completed"], "completed")
     failed = _count(obj.get("failed", 0), "failed")
@@ -73,7 +134,94 @@ def parse_vllm_result(obj: object) -> BenchResult:
         if obj.get("duration") is not None
         else None,
         date=str(obj.get("date") or ""),
+        ram_growth_gib=_ram_growth(obj),
     )
+
+
+def parse_aiperf_summary(obj: dict) -> BenchResult:
+    """One AIPerf `profile_export_aiperf.json`. Its model and concurrency are not in a
+    documented field: they come from the upload's tags."""
+    if obj.get("was_cancelled") is True:
+        raise EvidenceError("the AIPerf run was cancelled (was_cancelled: true): its numbers "
+                            "cover only part of the schedule")  # fmt: skip
+    missing = [k for k in ("request_count", "time_to_first_token") if not _block(obj, k)]
+    if missing:
+        raise EvidenceError(
+            f"not an AIPerf summary kvscope can read: no {', '.join(missing)} (upload "
+            "profile_export_aiperf.json from a streaming run)"
+        )
+    latencies = {}
+    for tag, metric in AIPERF_LATENCIES.items():
+        block = _block(obj, tag)
+        if not block:
+            continue
+        scale = _ms_per(block, tag)
+        for name, value in block.items():
+            stat = {"avg": "mean", "p50": "median"}.get(name, name)
+            if stat in ("mean", "median", "std") or re.fullmatch(r"p\d+(?:\.\d+)?", stat):
+                latencies[f"{stat}_{metric}"] = _number(value, f"{tag}.{name}") * scale
+    if "p99_ttft" not in latencies:
+        raise EvidenceError("time_to_first_token has no p99 (AIPerf writes it for a "
+                            "streaming run with requests)")  # fmt: skip
+    duration = _block(obj, "benchmark_duration")
+    return BenchResult(
+        completed=_whole(_avg(obj, "request_count"), "request_count"),
+        failed=_whole(_avg(obj, "error_request_count") or 0, "error_request_count"),
+        latencies_ms=latencies,
+        throughputs={ours: _number(_avg(obj, tag), tag)
+                     for tag, ours in AIPERF_THROUGHPUTS.items() if _avg(obj, tag) is not None},
+        duration_s=_number(duration["avg"], "benchmark_duration") * _ms_per(
+            duration, "benchmark_duration") / 1000 if duration and "avg" in duration else None,
+        date=str(obj.get("start_time") or ""),
+        tool="aiperf",
+        ram_growth_gib=_ram_growth(obj),
+    )  # fmt: skip
+
+
+def _block(obj: dict, tag: str) -> dict | None:
+    block = obj.get(tag)
+    return block if isinstance(block, dict) else None
+
+
+def _avg(obj: dict, tag: str) -> object:
+    block = _block(obj, tag)
+    return None if block is None else block.get("avg")
+
+
+def _ms_per(block: dict, tag: str) -> float:
+    """AIPerf: the unit is authoritative (latencies are displayed in ms by default)."""
+    unit = str(block.get("unit", "")).strip().lower()
+    if unit not in _MS_PER_UNIT:
+        raise EvidenceError(f"{tag} is in {unit or 'no unit'!r}, not a time unit kvscope knows")
+    return _MS_PER_UNIT[unit]
+
+
+def _whole(value: object, key: str) -> int:
+    """A count AIPerf writes as a float (e.g. 20.0)."""
+    number = _number(value, key)
+    if number < 0 or number != int(number):
+        raise EvidenceError(f"{key} is {value!r}, not a count")
+    return int(number)
+
+
+def _ram_growth(obj: dict) -> float | None:
+    """From `host_ram_growth_gib`, or `host_ram_end_gib` minus `host_ram_start_gib`; numbers
+    or numeric strings (as vLLM's --metadata writes them)."""
+    values = {}
+    for key in RAM_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise EvidenceError(f"{key} is {value!r}, not a number of GiB") from None
+        if value is not None:
+            values[key] = _number(value, key)
+    if "host_ram_growth_gib" in values:
+        return values["host_ram_growth_gib"]
+    if "host_ram_start_gib" in values and "host_ram_end_gib" in values:
+        return values["host_ram_end_gib"] - values["host_ram_start_gib"]
+    return None
 
 
 def _number(value: object, key: str) -> float:
@@ -172,3 +320,75 @@ def degradation_boundary(cells: Iterable[Cell], slo: Slo) -> list[Boundary]:
 def matrix_axes(cells: Sequence[Cell]) -> tuple[list[int], list[int]]:
     """(context lengths, concurrencies) present, ascending."""
     return sorted({c.context_tokens for c in cells}), sorted({c.concurrency for c in cells})
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What makes runs comparable: the same load replayed (context, concurrency, rate)."""
+
+    context_tokens: int
+    concurrency: int
+    request_rate: float | None = None  # None: as fast as the concurrency allows
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a schedule, on one configuration, from a cold or a warmed cache."""
+
+    label: str  # the tier configuration, e.g. "CPU RAM 64 GiB, KV fp8"
+    offload: bool
+    warm: bool
+    result: BenchResult
+
+
+@dataclass(frozen=True)
+class Row:
+    run: Run
+    ttft: dict[str, float]  # statistic -> ms, e.g. {"median": 400.0, "p99": 812.5}
+    # against the baseline (offload off, cold): None for the baseline itself or without one
+    p99_ttft_change: float | None = None  # fraction: -0.25 is a quarter faster
+    completed_change: int | None = None
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    schedule: Schedule
+    rows: list[Row]
+    ttft_stats: list[str]  # the TTFT statistics present in any row, in display order
+    has_baseline: bool
+    has_ram_growth: bool
+
+
+def side_by_side(runs: Iterable[tuple[Schedule, Run]]) -> list[SideBySide]:
+    """Runs grouped by schedule (schedules with one run have nothing to compare and are
+    left out). Rows: offload off before on, cold before warm; the baseline is the first
+    cold run without offload."""
+    groups: dict[Schedule, list[Run]] = {}
+    for schedule, run in runs:
+        groups.setdefault(schedule, []).append(run)
+    compared = []
+    for schedule in sorted(groups, key=_schedule_order):
+        members = sorted(groups[schedule], key=lambda r: (r.offload, r.warm, r.label))
+        if len(members) < 2:
+            continue
+        base = members[0] if not members[0].offload and not members[0].warm else None
+        rows = [_row(run, None if run is base else base) for run in members]
+        stats = sorted({s for row in rows for s in row.ttft}, key=_stat_order)
+        compared.append(SideBySide(
+            schedule, rows, stats, has_baseline=base is not None,
+            has_ram_growth=any(r.run.result.ram_growth_gib is not None for r in rows)))  # fmt: skip
+    return compared
+
+
+def _schedule_order(schedule: Schedule) -> tuple:
+    rate = math.inf if schedule.request_rate is None else schedule.request_rate
+    return (schedule.context_tokens, schedule.concurrency, rate)
+
+
+def _row(run: Run, base: Run | None) -> Row:
+    ttft = dict(run.result.stats("ttft"))
+    if base is None:
+        return Row(run, ttft)
+    mine, theirs = run.result.p99("ttft"), base.result.p99("ttft")
+    change = (mine - theirs) / theirs if mine is not None and theirs else None
+    return Row(run, ttft, change, run.result.completed - base.result.completed)

@@ -22,6 +22,7 @@ from plotly.io.json import to_json_plotly
 from plotly.subplots import make_subplots
 
 from analysis.compare import window_name
+from analysis.evidence import SideBySide
 
 GIB = 2**30
 
@@ -664,4 +665,21 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: 
     )
     _layout(fig, f"p99 TTFT — {tier}", xaxis={"title": "concurrency", "type": "category"},
             yaxis={"title": "context (tokens)", "type": "category"})  # fmt: skip
+    return _to_dict(fig)
+
+
+def ttft_side_by_side(group: SideBySide) -> dict:
+    """TTFT statistics of one schedule's runs as grouped bars (one bar per run)."""
+    fig = go.Figure()
+    for row in group.rows:
+        name = f"{row.run.label} · {'warm' if row.run.warm else 'cold'}"
+        fig.add_trace(go.Bar(
+            name=name, x=group.ttft_stats, y=[row.ttft.get(s) for s in group.ttft_stats],
+            hovertemplate=name + "<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
+    schedule = group.schedule
+    rate = "unlimited rate" if schedule.request_rate is None else f"{schedule.request_rate:g} req/s"
+    _layout(fig, f"TTFT — {schedule.context_tokens:,} tokens, concurrency "
+                 f"{schedule.concurrency}, {rate}",
+            xaxis={"title": "statistic", "type": "category"}, yaxis={"title": "TTFT (ms)"},
+            barmode="group")  # fmt: skip
     return _to_dict(fig)

@@ -28,6 +28,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("evidence/", evidence_views.evidence_list, name="evidence_list"),
     path("evidence/matrix/", evidence_views.evidence_matrix, name="evidence_matrix"),
+    path("evidence/compare/", evidence_views.evidence_compare, name="evidence_compare"),
     path("policies/", policy_views.policy_list, name="policy_list"),
     path("policies/new/", policy_views.policy_new, name="policy_new"),
     path("policies/audit/", policy_views.audit_log, name="audit_log"),

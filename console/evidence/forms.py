@@ -10,9 +10,10 @@ from console.forms import MultipleFileField
 
 class BenchUploadForm(forms.Form):
     files = MultipleFileField(
-        label="vllm bench serve result files (--save-result JSON)",
+        label="Result files (vllm bench serve --save-result JSON, or AIPerf's "
+        "profile_export_aiperf.json)",
         help_text="One or more runs of the same configuration; each file's own "
-        "max_concurrency is used when it has one.",
+        "max_concurrency is used when it has one (AIPerf files need the limit and the model).",
     )
     model_name = forms.CharField(
         max_length=200, required=False, label="Model (blank: the files' model_id)"

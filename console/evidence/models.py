@@ -19,6 +19,7 @@ class BenchRun(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     raw = models.JSONField()  # the result file itself, kept as it came
+    tool = models.CharField(max_length=10, default="vllm")  # vllm bench serve or aiperf
     model_name = models.CharField(max_length=200)
     # the serving configuration (the matrix's tier): KV tiers, RAM size, KV dtype; weights
     # offload is kept apart (it is not KV offload)
@@ -40,6 +41,10 @@ class BenchRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} {self.tier_label} ctx {self.context_tokens} x{self.concurrency}"
+
+    @property
+    def offload(self) -> bool:
+        return self.tier != Tier.NONE
 
     @property
     def tier_label(self) -> str:

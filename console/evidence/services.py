@@ -11,10 +11,14 @@ from django.db import transaction
 from analysis.evidence import (
     Cell,
     EvidenceError,
+    Run,
+    Schedule,
+    SideBySide,
     Slo,
     degradation_boundary,
     matrix_axes,
-    parse_vllm_result,
+    parse_result,
+    side_by_side,
 )
 from console.evidence.models import BenchRun
 
@@ -33,7 +37,7 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
         except orjson.JSONDecodeError as exc:
             raise EvidenceError(f"{upload.name}: not JSON ({exc})") from None
         try:
-            result = parse_vllm_result(raw)
+            result = parse_result(raw)
         except EvidenceError as exc:
             raise EvidenceError(f"{upload.name}: {exc}") from None
         parsed.append((upload.name, raw, result))
@@ -43,9 +47,12 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
             concurrency = tags.get("concurrency") or result.max_concurrency
             if not concurrency:
                 raise EvidenceError(f"{name}: no max_concurrency in the file; give the limit")
+            model_name = tags.get("model_name") or result.model
+            if not model_name:
+                raise EvidenceError(f"{name}: the file does not name its model; give it")
             runs.append(BenchRun.objects.create(
-                name=name[:300], created_by=user, raw=raw,
-                model_name=(tags.get("model_name") or result.model or "unknown model")[:200],
+                name=name[:300], created_by=user, raw=raw, tool=result.tool,
+                model_name=model_name[:200],
                 tier=tags["tier"], ram_gib=tags.get("ram_gib"), kv_dtype=tags.get("kv_dtype", ""),
                 weights_offload=bool(tags.get("weights_offload")),
                 context_tokens=tags["context_tokens"], concurrency=concurrency,
@@ -63,7 +70,7 @@ def cells_for(model_name: str) -> list[Cell]:
     cold one, so cold and warm compare side by side."""
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
-             run.concurrency, parse_vllm_result(run.raw))
+             run.concurrency, parse_result(run.raw))
         for run in BenchRun.objects.filter(model_name=model_name)
     ]  # fmt: skip
 
@@ -88,3 +95,12 @@ def matrix(model_name: str, slo: Slo) -> dict:
             for context in contexts
         ]
     return {"tiers": tiers, "contexts": contexts, "concurrencies": concurrencies}
+
+
+def comparisons(model_name: str) -> list[SideBySide]:
+    """Runs of the same schedule side by side: offload off vs on, cold vs warm."""
+    return side_by_side(
+        (Schedule(run.context_tokens, run.concurrency, run.request_rate),
+         Run(run.tier_label, run.offload, run.warm, parse_result(run.raw)))
+        for run in BenchRun.objects.filter(model_name=model_name)
+    )  # fmt: skip

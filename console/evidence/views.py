@@ -10,7 +10,7 @@ from analysis.evidence import EvidenceError, Slo
 from console import charts
 from console.evidence.forms import BenchUploadForm, SloForm
 from console.evidence.models import BenchRun
-from console.evidence.services import bench_runs_create, matrix
+from console.evidence.services import bench_runs_create, comparisons, matrix
 from console.roles import can_analyze, reader_required
 
 
@@ -56,3 +56,14 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     return render(request, "console/evidence_matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures})  # fmt: skip
+
+
+@reader_required
+def evidence_compare(request: HttpRequest) -> HttpResponse:
+    """Runs of one schedule side by side: cold vs warm, offload off vs on."""
+    model_name = request.GET.get("model", "")
+    compared = comparisons(model_name)
+    figures = {f"schedule-{i}": charts.ttft_side_by_side(group)
+               for i, group in enumerate(compared)}  # fmt: skip
+    return render(request, "console/evidence_compare.html", {
+        "model": model_name, "compared": compared, "figures": figures})  # fmt: skip

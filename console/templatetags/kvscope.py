@@ -68,6 +68,8 @@ def signed(value, unit: str = "count") -> str:
     magnitude = abs(value)
     if unit == "ratio":
         return f"{sign}{magnitude * 100:.1f} pt"
+    if unit == "relative":  # a change as a fraction of its baseline
+        return f"{sign}{magnitude * 100:.1f} %"
     if unit == "bytes":
         return f"{sign}{bytes_h(magnitude)}"
     return f"{sign}{num(magnitude)}"

@@ -13,9 +13,14 @@ from analysis.evidence import (
     BenchResult,
     Cell,
     EvidenceError,
+    Run,
+    Schedule,
     Slo,
     degradation_boundary,
+    parse_aiperf_summary,
+    parse_result,
     parse_vllm_result,
+    side_by_side,
 )
 
 
@@ -108,3 +113,110 @@ def test_a_null_p99_or_a_negative_concurrency_is_not_taken():
     with pytest.raises(EvidenceError, match="no p99_ttft_ms"):
         parse_vllm_result(vllm_result(p99_ttft_ms=None))
     assert parse_vllm_result(vllm_result(max_concurrency=-4)).max_concurrency is None
+
+
+def aiperf_summary(ttft_p99=812.5, count=20.0, errors=None, unit="ms", **extra) -> dict:
+    """A `profile_export_aiperf.json` shape from its schema page (record metrics carry a
+    distribution, counts and throughputs only `unit` + `avg`)."""
+
+    def record(p99, unit=unit):
+        return {"unit": unit, "avg": p99 * 0.7, "min": p99 * 0.1, "max": p99 * 1.2,
+                "p50": p99 * 0.6, "p90": p99 * 0.9, "p99": p99, "std": p99 * 0.2,
+                "count": int(count), "sum": p99 * 0.7 * count}  # fmt: skip
+
+    obj = {
+        "schema_version": "1.5", "aiperf_version": "0.14.0", "benchmark_id": "abc123",
+        "start_time": "2026-11-29T10:00:00Z", "end_time": "2026-11-29T10:01:00Z",
+        "was_cancelled": False,
+        "time_to_first_token": record(ttft_p99),
+        "inter_token_latency": record(40.0),
+        "inter_chunk_latency": record(35.0),
+        "request_latency": record(9000.0),
+        "request_count": {"unit": "requests", "avg": count},
+        "request_throughput": {"unit": "requests/sec", "avg": 1.45},
+        "output_token_throughput": {"unit": "tokens/sec", "avg": 290.0},
+        "benchmark_duration": {"unit": "sec", "avg": 13.8},
+        "input_config": {"endpoint": {"streaming": True}},
+    }  # fmt: skip
+    if errors is not None:
+        obj["error_request_count"] = {"unit": "requests", "avg": errors}
+    return {**obj, **extra}
+
+
+def test_an_aiperf_summary_is_read_with_vllm_names():
+    r = parse_result(aiperf_summary(errors=2.0))
+    assert r.tool == "aiperf" and (r.completed, r.failed) == (20, 2)
+    assert r.p99("ttft") == 812.5 and r.p99("tpot") == 40.0 and r.p99("itl") == 35.0
+    assert r.latencies_ms["mean_ttft"] == pytest.approx(812.5 * 0.7)  # avg is the mean
+    assert r.latencies_ms["median_ttft"] == pytest.approx(812.5 * 0.6)  # p50 is the median
+    assert r.latencies_ms["p90_e2el"] == pytest.approx(8100.0)
+    assert "min_ttft" not in r.latencies_ms and "count_ttft" not in r.latencies_ms
+    assert r.throughputs == {"request_throughput": 1.45, "output_throughput": 290.0}
+    assert r.duration_s == 13.8 and r.model == "" and r.max_concurrency is None
+    assert [s for s, _ in r.stats("ttft")] == ["mean", "median", "p90", "p99"]
+    assert parse_result(aiperf_summary()).failed == 0  # no error block: nothing failed
+
+
+def test_aiperf_units_are_authoritative():
+    r = parse_aiperf_summary(aiperf_summary(ttft_p99=0.8125, unit="s"))
+    assert r.p99("ttft") == pytest.approx(812.5)
+    with pytest.raises(EvidenceError, match="'tokens', not a time unit"):
+        parse_aiperf_summary(aiperf_summary(unit="tokens"))
+
+
+@pytest.mark.parametrize(
+    ("obj", "reason"),
+    [
+        (aiperf_summary(was_cancelled=True), "was cancelled"),
+        ({"schema_version": "1.5", "request_count": {"avg": 3}}, "no time_to_first_token"),
+        (aiperf_summary(request_count={"unit": "requests", "avg": 2.5}), "2.5, not a count"),
+        (aiperf_summary(time_to_first_token={"unit": "ms", "avg": 3.0}), "has no p99"),
+    ],
+)
+def test_aiperf_files_kvscope_cannot_use_say_why(obj, reason):
+    with pytest.raises(EvidenceError, match=reason):
+        parse_result(obj)
+
+
+def test_every_vllm_percentile_is_kept_and_ram_growth_read_from_metadata():
+    ram = {"host_ram_start_gib": "101.5", "host_ram_end_gib": "140.25"}  # --metadata strings
+    r = parse_result(vllm_result(p90_ttft_ms=700.0, **{"p99.9_ttft_ms": 990.0}, **ram))
+    assert r.tool == "vllm"
+    assert [s for s, _ in r.stats("ttft")] == ["mean", "median", "p90", "p99", "p99.9"]
+    assert r.ram_growth_gib == pytest.approx(38.75)
+    assert parse_result(vllm_result(host_ram_growth_gib=2)).ram_growth_gib == 2.0
+    assert parse_result(vllm_result(host_ram_start_gib=3)).ram_growth_gib is None  # no end
+    with pytest.raises(EvidenceError, match="host_ram_end_gib is 'lots'"):
+        parse_result(vllm_result(host_ram_start_gib=1, host_ram_end_gib="lots"))
+
+
+def _run(label, offload, warm, ttft, completed=100):
+    return Run(label, offload, warm, parse_vllm_result(vllm_result(ttft=ttft, completed=completed)))
+
+
+def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload():
+    a, b = Schedule(8192, 16), Schedule(8192, 16, request_rate=4.0)
+    runs = [
+        (a, _run("CPU RAM 64 GiB", True, True, 500, completed=100)),
+        (a, _run("No offload", False, False, 2000, completed=90)),
+        (a, _run("CPU RAM 64 GiB", True, False, 1500, completed=96)),
+        (a, _run("No offload", False, True, 1800, completed=92)),
+        (b, _run("No offload", False, False, 900)),  # alone: nothing to compare
+        (Schedule(4096, 4), _run("CPU RAM 64 GiB", True, False, 300)),
+        (Schedule(4096, 4), _run("CPU RAM 64 GiB", True, True, 200)),
+    ]
+    small, big = side_by_side(runs)
+    assert big.schedule == a and big.has_baseline and not big.has_ram_growth
+    assert [(r.run.label, r.run.warm) for r in big.rows] == [
+        ("No offload", False), ("No offload", True), ("CPU RAM 64 GiB", False),
+        ("CPU RAM 64 GiB", True)]  # fmt: skip
+    base, warm, on, on_warm = big.rows
+    assert base.p99_ttft_change is None and base.completed_change is None
+    assert warm.p99_ttft_change == pytest.approx(-0.10)  # 1800 vs 2000
+    assert on.p99_ttft_change == pytest.approx(-0.25) and on.completed_change == 6
+    assert on_warm.p99_ttft_change == pytest.approx(-0.75) and on_warm.completed_change == 10
+    assert on_warm.ttft["median"] == pytest.approx(300.0)  # 0.6 x 500
+    assert big.ttft_stats == ["mean", "median", "p99"]
+    # both runs with offload: no baseline, so no changes
+    assert small.schedule == Schedule(4096, 4) and not small.has_baseline
+    assert all(r.p99_ttft_change is None for r in small.rows)

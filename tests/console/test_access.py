@@ -30,7 +30,7 @@ PUBLIC = {"healthz", "login", "logout"}
 READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "analysis_status",
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
               "policy_signoff", "policy_export", "upload_replay",
-              "upload_replay_download", "evidence_matrix"}  # fmt: skip
+              "upload_replay_download", "evidence_matrix", "evidence_compare"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",

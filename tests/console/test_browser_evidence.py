@@ -87,4 +87,22 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     expect(page.locator("[data-boundary]")).to_contain_text("up to 4 concurrent")
     charts = _wait_for_charts(page)
     assert [c["id"] for c in charts] == ["chart-tier-0"]
+
+    # --- the same schedule with RAM offload, side by side --------------------------------
+    offload = tmp_path / "vllm-c16-ram.json"
+    offload.write_text(json.dumps(vllm_result(ttft=700.0, max_concurrency=16)))
+    page.locator("header").get_by_role("link", name="Benchmarks").click()
+    page.locator("#id_files").set_input_files([str(offload)])
+    page.locator("#id_tier").select_option("ram")
+    page.locator("#id_ram_gib").fill("64")
+    page.locator("#id_context_tokens").fill("8192")
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("main")).to_contain_text("1 run stored.")
+    page.get_by_role("link", name="side by side").click()
+    rows = page.locator("section.schedule tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("baseline")
+    expect(rows.nth(1).locator("[data-change]")).to_have_text("−50.0 %")  # 700 vs 1400
+    charts = _wait_for_charts(page)
+    assert [c["id"] for c in charts] == ["chart-schedule-0"]
     session.assert_clean()

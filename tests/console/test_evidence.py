@@ -19,7 +19,7 @@ from console.policies.services import (
     version_submit,
     version_update,
 )
-from tests.analysis.test_evidence import vllm_result
+from tests.analysis.test_evidence import aiperf_summary, vllm_result
 from tests.console import test_policies
 from tests.console.conftest import PASSWORD
 from tests.console.test_policies import complete
@@ -101,3 +101,56 @@ def test_a_policy_cites_runs_and_its_sign_off_shows_them(client, analysis, analy
     assert client.login(username=approver.username, password=PASSWORD)
     page = client.get(reverse("policy_signoff", args=[version.pk])).content.decode()
     assert "data-bench-evidence" in page and "offload-on.json" in page and ">1234<" in page
+
+
+def test_an_aiperf_summary_is_uploaded_with_its_model_and_limit_from_the_tags(client, analyst):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    summary = SimpleUploadedFile("profile_export_aiperf.json",
+                                 json.dumps(aiperf_summary(ttft_p99=2500.0)).encode())  # fmt: skip
+    refused = client.post(reverse("evidence_list"), {**TAGS, "files": [summary],
+                                                     "concurrency": "8"})  # fmt: skip
+    assert "does not name its model; give it" in refused.content.decode()
+    assert not BenchRun.objects.exists()
+    summary.seek(0)
+    client.post(reverse("evidence_list"), {**TAGS, "files": [summary], "concurrency": "8",
+                                           "model_name": "llama-8b"})  # fmt: skip
+    run = BenchRun.objects.get()
+    assert (run.tool, run.model_name, run.concurrency) == ("aiperf", "llama-8b", 8)
+    slo = {"p99_ttft_ms": "2000", "p99_itl_ms": "100"}
+    page = client.get(reverse("evidence_matrix"), {"model": "llama-8b", **slo}).content.decode()
+    assert page.count('class="cell bad"') == 1 and "TTFT 2500" in page
+
+
+def test_one_schedule_side_by_side_cold_warm_off_on(client, analyst):
+    """Changes against the cold run without offload, RAM growth when the files carry it."""
+    assert client.login(username=analyst.username, password=PASSWORD)
+
+    def upload(ttft, completed, tier="none", warm=False, **extra):
+        tags = {**TAGS, "tier": tier, "ram_gib": "64" if tier != "none" else ""}
+        if warm:
+            tags["warm"] = "on"
+        files = [
+            _file("run.json", ttft=ttft, completed=completed, **{"max_concurrency": 16, **extra})
+        ]
+        assert client.post(reverse("evidence_list"), {**tags, "files": files}).status_code == 302
+
+    upload(2000.0, 180, host_ram_start_gib="100", host_ram_end_gib="101.5")
+    upload(1600.0, 190, tier="ram", host_ram_growth_gib=42.25)
+    upload(600.0, 200, tier="ram", warm=True)
+    upload(900.0, 200, max_concurrency=4)  # another schedule, alone
+    model = "meta-llama/Llama-3.1-8B"
+    page = client.get(reverse("evidence_compare"), {"model": model}).content.decode()
+    assert page.count('<section class="schedule"') == 1
+    assert 'data-schedule="8192x16"' in page
+    rows = page.split("<tbody>")[1].split("</tbody>")[0].split('<tr data-row="')[1:]
+    assert [r.split('"')[0] for r in rows] == [
+        "No offload · cold", "CPU RAM 64 GiB · cold", "CPU RAM 64 GiB · warm"]  # fmt: skip
+    assert "baseline" in rows[0] and "1.50 GiB" in rows[0]
+    assert "−20.0 %" in rows[1] and "+10" in rows[1] and "42.25 GiB" in rows[1]  # 1600 vs 2000
+    assert "−70.0 %" in rows[2] and "+20" in rows[2]  # 600 vs 2000, 200 vs 180
+    # TTFT mean, median, p99 per row (the fixture's mean and median are 0.7 and 0.6 x p99)
+    assert '<td class="num">1400</td><td class="num">1200</td><td class="num">2000</td>' in rows[0]
+    assert '<td class="num">420</td><td class="num">360</td><td class="num">600</td>' in rows[2]
+    assert 'id="chart-schedule-0"' in page
+    empty = client.get(reverse("evidence_compare"), {"model": "none"}).content.decode()
+    assert "data-empty" in empty
