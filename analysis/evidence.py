@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "std", "p99")
@@ -84,6 +84,21 @@ def _stat_order(stat: str) -> tuple[int, float]:
     if stat == "median":
         return (1, 0.0)
     return (2, float(stat[1:]))
+
+
+def result_to_json(result: BenchResult) -> dict:
+    """The numbers to store (JSON has no infinity: an unlimited rate is "inf", as vLLM
+    writes it)."""
+    data = asdict(result)
+    if data["request_rate"] is not None and math.isinf(data["request_rate"]):
+        data["request_rate"] = "inf"
+    return data
+
+
+def result_from_json(data: dict) -> BenchResult:
+    known = {f.name for f in fields(BenchResult)}
+    values = {k: v for k, v in data.items() if k in known}
+    return BenchResult(**{**values, "request_rate": _rate(values.get("request_rate"))})
 
 
 def parse_result(obj: object) -> BenchResult:

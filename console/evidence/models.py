@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from analysis.evidence import BenchResult, result_from_json
+
 
 class Tier(models.TextChoices):
     NONE = "none", "No offload"
@@ -20,6 +22,8 @@ class BenchRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     raw = models.JSONField()  # the result file itself, kept as it came
     tool = models.CharField(max_length=10, default="vllm")  # vllm bench serve or aiperf
+    # the numbers read from `raw` on upload, so pages need not read the file again
+    numbers = models.JSONField(default=dict)
     model_name = models.CharField(max_length=200)
     # the serving configuration (the matrix's tier): KV tiers, RAM size, KV dtype; weights
     # offload is kept apart (it is not KV offload)
@@ -41,6 +45,10 @@ class BenchRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} {self.tier_label} ctx {self.context_tokens} x{self.concurrency}"
+
+    @property
+    def result(self) -> BenchResult:
+        return result_from_json(self.numbers)
 
     @property
     def offload(self) -> bool:

@@ -18,6 +18,7 @@ from analysis.evidence import (
     degradation_boundary,
     matrix_axes,
     parse_result,
+    result_to_json,
     side_by_side,
 )
 from console.evidence.models import BenchRun
@@ -52,6 +53,7 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
                 raise EvidenceError(f"{name}: the file does not name its model; give it")
             runs.append(BenchRun.objects.create(
                 name=name[:300], created_by=user, raw=raw, tool=result.tool,
+                numbers=result_to_json(result),
                 model_name=model_name[:200],
                 tier=tags["tier"], ram_gib=tags.get("ram_gib"), kv_dtype=tags.get("kv_dtype", ""),
                 weights_offload=bool(tags.get("weights_offload")),
@@ -70,8 +72,8 @@ def cells_for(model_name: str) -> list[Cell]:
     cold one, so cold and warm compare side by side."""
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
-             run.concurrency, parse_result(run.raw))
-        for run in BenchRun.objects.filter(model_name=model_name)
+             run.concurrency, run.result)
+        for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
     ]  # fmt: skip
 
 
@@ -101,6 +103,6 @@ def comparisons(model_name: str) -> list[SideBySide]:
     """Runs of the same schedule side by side: offload off vs on, cold vs warm."""
     return side_by_side(
         (Schedule(run.context_tokens, run.concurrency, run.request_rate),
-         Run(run.tier_label, run.offload, run.warm, parse_result(run.raw)))
-        for run in BenchRun.objects.filter(model_name=model_name)
+         Run(run.tier_label, run.offload, run.warm, run.result))
+        for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
     )  # fmt: skip

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from analysis.evidence import parse_vllm_result
 from console.models import Analysis, BenchRun
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
@@ -76,7 +75,7 @@ def _evidence(analysis: Analysis | None) -> dict:
 
 def _run_evidence(run: BenchRun) -> dict:
     """What a cited benchmark run showed, as the sign-off will record it."""
-    result = parse_vllm_result(run.raw)
+    result = run.result
     return {
         "id": run.pk,
         "file": run.name,

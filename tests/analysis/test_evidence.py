@@ -3,6 +3,7 @@ degradation boundary on hand-made matrices."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -20,6 +21,8 @@ from analysis.evidence import (
     parse_aiperf_summary,
     parse_result,
     parse_vllm_result,
+    result_from_json,
+    result_to_json,
     side_by_side,
 )
 
@@ -220,3 +223,12 @@ def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload(
     # both runs with offload: no baseline, so no changes
     assert small.schedule == Schedule(4096, 4) and not small.has_baseline
     assert all(r.p99_ttft_change is None for r in small.rows)
+
+
+def test_stored_numbers_read_back_as_they_were_parsed():
+    for r in (parse_result(vllm_result(host_ram_growth_gib=1.5, p90_itl_ms=31.0)),
+              parse_result(aiperf_summary(errors=1.0))):  # fmt: skip
+        stored = json.loads(json.dumps(result_to_json(r), allow_nan=False))
+        assert result_from_json(stored) == r
+    assert result_to_json(parse_result(vllm_result()))["request_rate"] == "inf"
+    assert math.isinf(result_from_json(result_to_json(parse_result(vllm_result()))).request_rate)

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from analysis.evidence import EvidenceError
+from analysis.evidence import EvidenceError, parse_result
 from console.evidence.services import bench_runs_create
 from console.models import BenchRun
 from console.policies.body import digest
@@ -45,6 +45,7 @@ def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, a
     runs = list(BenchRun.objects.order_by("concurrency"))
     assert [r.concurrency for r in runs] == [4, 16, 64]
     assert runs[0].raw["p99_ttft_ms"] == 600.0  # the file itself is kept
+    assert all(r.result == parse_result(r.raw) for r in runs)  # and its numbers, read once
     assert runs[0].versions == {"driver": "570.86", "cuda": "12.8", "engine": "vllm 0.11"}
     assert runs[0].topology == "GPU0 X NV18" and runs[0].model_name == "meta-llama/Llama-3.1-8B"
     # with RAM offload the 64-user run holds
