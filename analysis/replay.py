@@ -76,9 +76,8 @@ def summary(stream: BlockStream, options: ReplayOptions) -> ReplaySummary:
     picked = select(stream, options)
     if not picked.size:
         return ReplaySummary(0, stream.block_tokens, 0, 0)
-    ids, tails = _ids(stream, picked)
-    distinct = int(ids.max()) + 1 if ids.size else 0
-    distinct += int((tails >= 0).sum())
+    # counted, not numbered: the page shows this on every view
+    distinct = dense_ids(_picked_keys(stream, picked))[1] + int(_has_tail(stream, picked).sum())
     span_us = int(stream.req_t_us[picked[-1]] - stream.req_t_us[picked[0]])
     return ReplaySummary(picked.size, stream.block_tokens, distinct,
                          round(span_us / 1000 * options.time_scale))  # fmt: skip
@@ -107,12 +106,9 @@ def _ids(stream: BlockStream, picked: np.ndarray) -> tuple[np.ndarray, np.ndarra
     included, so a reader sees only small integers that repeat where prefixes repeat."""
     start = stream.req_ref_start
     counts = start[picked + 1] - start[picked]
-    if picked.size == stream.requests:
-        keys = stream.ref_key
-    else:
-        keys = np.concatenate([stream.ref_key[start[i] : start[i + 1]] for i in picked.tolist()])
+    keys = _picked_keys(stream, picked)
     key_ids, distinct = dense_ids(keys)
-    has_tail = (stream.req_prompt_tokens[picked] - _ref_tokens(stream, picked)) > 0
+    has_tail = _has_tail(stream, picked)
     # where each block and each tail sits in the exported sequence (a tail follows its
     # request's blocks), to number everything by first appearance
     tails_before = np.concatenate(([0], np.cumsum(has_tail)[:-1]))
@@ -126,6 +122,20 @@ def _ids(stream: BlockStream, picked: np.ndarray) -> tuple[np.ndarray, np.ndarra
     tails = np.full(picked.size, -1, dtype=np.int64)
     tails[has_tail] = rank[distinct:]
     return rank[:distinct][key_ids], tails
+
+
+def _picked_keys(stream: BlockStream, picked: np.ndarray) -> np.ndarray:
+    """The block keys of the picked requests (ascending indices), in order."""
+    if picked.size == stream.requests:
+        return stream.ref_key
+    keep = np.zeros(stream.requests, dtype=bool)
+    keep[picked] = True
+    return stream.ref_key[np.repeat(keep, np.diff(stream.req_ref_start))]
+
+
+def _has_tail(stream: BlockStream, picked: np.ndarray) -> np.ndarray:
+    """Per picked request: whether tokens follow its last full block (its uncached tail)."""
+    return (stream.req_prompt_tokens[picked] - _ref_tokens(stream, picked)) > 0
 
 
 def _ref_tokens(stream: BlockStream, picked: np.ndarray) -> np.ndarray:

@@ -221,6 +221,40 @@ def bench_reanalyze(args) -> None:
     )
 
 
+# --- replay trace export from a stored stream ---------------------------------------------
+def bench_replay(args) -> None:
+    from analysis import BlockStream, IngestOptions, ingest
+    from analysis.replay import ReplayOptions, replay_lines, summary
+    from bench.generate import mooncake_requests, write_jsonl
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    trace = work / f"trace-{args.requests}.jsonl"
+    if not trace.exists():
+        write_jsonl(mooncake_requests(args.requests), trace)
+    folder = work / f"stream-{args.requests}"
+    if not folder.exists():
+        ingest([trace], IngestOptions(hash_key=b"bench-secret-0123456789")).save(folder)
+    summary(BlockStream.load(folder), ReplayOptions(end_s=0))  # load numba's cached code
+    stream = BlockStream.load(folder)
+    half = (stream.req_t_us[-1] - stream.req_t_us[0]) / 2e6
+    pages = []  # what the export page does on each view: load the stream, summarize
+    for options in (ReplayOptions(), ReplayOptions(end_s=half),
+                    ReplayOptions(tenants=stream.tenants[:1])):  # fmt: skip
+        start = time.perf_counter()
+        summary(BlockStream.load(folder), options)
+        pages.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    written = sum(len(line) for line in replay_lines(stream, ReplayOptions()))
+    export = time.perf_counter() - start
+    print(f"replay: {stream.requests:,} requests, {stream.block_refs:,} block references")
+    print(
+        "  page view, load + summary (all / first half / first tenant): "
+        + " / ".join(f"{t:.2f} s" for t in pages)
+        + f"; whole export {export:.2f} s ({written / 1e6:.0f} MB, "
+        f"{stream.requests / export / 1e3:.0f} k lines/s); peak RSS {peak_rss_mb():.0f} MB"
+    )
+
+
 # --- split ingest through real Celery workers -------------------------------------------
 def bench_workers(args) -> None:
     from bench import workers
@@ -367,6 +401,9 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
+    p = sub.add_parser("replay", help="replay-trace page summary and export, stored stream")
+    p.add_argument("--requests", type=int, default=1_000_000)
+    p.add_argument("--workdir")
     args = parser.parse_args(argv)
     global REPEAT
     REPEAT = max(1, args.repeat)
@@ -375,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         "trace": bench_trace,
         "chat": bench_chat,
         "reanalyze": bench_reanalyze,
+        "replay": bench_replay,
         "parallel": bench_parallel,
         "memory": bench_memory,
         "workers": bench_workers,

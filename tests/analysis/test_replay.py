@@ -99,5 +99,6 @@ def test_time_range_tenants_and_time_scale(tmp_path):
             seen = max(seen, h)
     info = summary(stream, options)
     assert info.requests == len(lines) and info.span_ms == lines[-1]["timestamp"]
+    assert info.distinct_ids == len({h for x in lines for h in x["hash_ids"]}) == seen + 1
     with pytest.raises(ValueError, match="time scale"):
         list(replay_lines(stream, ReplayOptions(time_scale=0)))
