@@ -668,6 +668,31 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: 
     return _to_dict(fig)
 
 
+def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
+    """p99 TTFT as load grows: a line per tier and context length, the SLO as a dashed
+    line (where a line crosses it is the boundary the table states)."""
+    fig = go.Figure()
+    concurrencies = grid["concurrencies"]
+    for name, tier in grid["tiers"].items():
+        for context, cells in tier["rows"]:
+            pairs = zip(concurrencies, cells, strict=True)
+            points = [(n, c["result"].p99("ttft")) for n, c in pairs
+                      if c and c["result"].p99("ttft") is not None]  # fmt: skip
+            if not points:
+                continue
+            label = f"{name} · {context:,} tokens"
+            fig.add_trace(go.Scatter(
+                x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers",
+                name=label, hovertemplate=label + "<br>concurrency %{x}: %{y:,.0f} ms"
+                "<extra></extra>"))  # fmt: skip
+    if limit_ms:
+        fig.add_hline(y=limit_ms, line_dash="dash", line_color="#c62828",
+                      annotation_text=f"SLO {limit_ms:,.0f} ms")  # fmt: skip
+    _layout(fig, "p99 TTFT as concurrency grows", xaxis={"title": "concurrency", "type": "log"},
+            yaxis={"title": "p99 TTFT (ms)"})  # fmt: skip
+    return _to_dict(fig)
+
+
 def ttft_side_by_side(group: SideBySide) -> dict:
     """TTFT statistics of one schedule's runs as grouped bars (one bar per run)."""
     fig = go.Figure()

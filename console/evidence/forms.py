@@ -33,6 +33,12 @@ class BenchUploadForm(forms.Form):
         required=False,
         label="Concurrency limit (blank: from each file)",
     )
+    request_rate = forms.FloatField(
+        required=False,
+        min_value=0.001,
+        max_value=1e6,
+        label="Request rate (req/s; blank: from each file, else unlimited)",
+    )
     warm = forms.BooleanField(required=False, label="Warm run (the cache was filled first)")
     driver = forms.CharField(max_length=50, required=False, label="Driver version")
     cuda = forms.CharField(max_length=50, required=False, label="CUDA version")

@@ -53,6 +53,8 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
         )
         for i, (name, tier) in enumerate(grid["tiers"].items())
     }
+    if grid["tiers"]:
+        figures["lines"] = charts.evidence_lines(grid, slo.p99_ttft_ms)
     return render(request, "console/evidence_matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures})  # fmt: skip

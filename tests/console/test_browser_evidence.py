@@ -86,7 +86,7 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     page.get_by_role("button", name="Apply").click()
     expect(page.locator("[data-boundary]")).to_contain_text("up to 4 concurrent")
     charts = _wait_for_charts(page)
-    assert [c["id"] for c in charts] == ["chart-tier-0"]
+    assert [c["id"] for c in charts] == ["chart-tier-0", "chart-lines"]
 
     # --- the same schedule with RAM offload, side by side --------------------------------
     offload = tmp_path / "vllm-c16-ram.json"

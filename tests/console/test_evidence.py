@@ -59,6 +59,11 @@ def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, a
     assert "up to <strong>16</strong> concurrent" in page  # no offload breaks at 64
     assert "up to <strong>64</strong> concurrent" in page  # RAM offload holds
     assert 'id="chart-tier-0"' in page and 'id="chart-tier-1"' in page
+    lines = json.loads(page.split('id="fig-lines" type="application/json">')[1].split("<")[0])
+    assert [(t["name"], t["x"], t["y"]) for t in lines["data"]] == [
+        ("No offload · 8,192 tokens", [4, 16, 64], [600.0, 1500.0, 3100.0]),
+        ("CPU RAM 64 GiB · 8,192 tokens", [64], [1700.0])]  # fmt: skip
+    assert lines["layout"]["shapes"][0]["y0"] == 2000.0  # the SLO line
     # a tighter objective moves the boundary
     tight = client.get(reverse("evidence_matrix"), {"model": "meta-llama/Llama-3.1-8B",
                        "p99_ttft_ms": "1000", "p99_itl_ms": "100"}).content.decode()  # fmt: skip
@@ -113,10 +118,11 @@ def test_an_aiperf_summary_is_uploaded_with_its_model_and_limit_from_the_tags(cl
     assert "does not name its model; give it" in refused.content.decode()
     assert not BenchRun.objects.exists()
     summary.seek(0)
-    client.post(reverse("evidence_list"), {**TAGS, "files": [summary], "concurrency": "8",
-                                           "model_name": "llama-8b"})  # fmt: skip
+    tags = {**TAGS, "concurrency": "8", "model_name": "llama-8b", "request_rate": "4"}
+    client.post(reverse("evidence_list"), {**tags, "files": [summary]})
     run = BenchRun.objects.get()
     assert (run.tool, run.model_name, run.concurrency) == ("aiperf", "llama-8b", 8)
+    assert run.request_rate == 4.0  # the tag: AIPerf's summary has no documented rate field
     slo = {"p99_ttft_ms": "2000", "p99_itl_ms": "100"}
     page = client.get(reverse("evidence_matrix"), {"model": "llama-8b", **slo}).content.decode()
     assert page.count('class="cell bad"') == 1 and "TTFT 2500" in page
