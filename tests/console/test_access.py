@@ -64,8 +64,16 @@ def world(chat_log, analyst, approver):
     version_approve(version=approved, user=approver, password=PASSWORD, comment="ok")
     failed = Upload.objects.create(name="broken", status=JobStatus.FAILED, message="x",
                                    raw_paths=[str(chat_log)])  # fmt: skip
+    wait_for(_settled)  # a worker still writing would change the state the tests compare
     return {"upload": upload, "analysis": analysis, "draft": draft, "review": review,
             "approved": approved, "failed": failed}  # fmt: skip
+
+
+def _settled() -> bool:
+    """No upload or analysis is queued or running (on a real worker they run meanwhile)."""
+    busy = (JobStatus.PENDING, JobStatus.RUNNING)
+    return not (Upload.objects.filter(status__in=busy).exists()
+                or Analysis.objects.filter(status__in=busy).exists())  # fmt: skip
 
 
 def _target(name: str, w: dict) -> tuple[str, dict]:
@@ -131,6 +139,9 @@ def test_views_that_change_something_refuse_other_roles(
             files = {"upload_new": [fh], "evidence_list": [_bench_file()]}.get(name)
             client.post(url, {**body, "files": files} if files else body)
         assert _state() != before, f"{allowed} could not use {name}"
+        # what the control queued finishes first: the teardown's TRUNCATE deadlocks with a
+        # worker's writes
+        wait_for(_settled)
 
 
 def test_every_page_needs_sign_in(world):
