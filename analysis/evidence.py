@@ -71,9 +71,11 @@ class BenchResult:
         """The statistics present for one latency: mean, median, then percentiles ascending
         (std left out: it is not a latency a user waits)."""
         found = []
+        has_median = f"median_{metric}" in self.latencies_ms
         for key, value in self.latencies_ms.items():
             stat, _, name = key.rpartition("_")
-            if name == metric and stat != "std":
+            # vLLM's p50 (--metric-percentiles 50) is its median again
+            if name == metric and stat != "std" and not (stat == "p50" and has_median):
                 found.append((_stat_order(stat), stat, value))
         return [(stat, value) for _, stat, value in sorted(found)]
 
@@ -154,8 +156,9 @@ def parse_vllm_result(obj: object) -> BenchResult:
 
 
 def parse_aiperf_summary(obj: dict) -> BenchResult:
-    """One AIPerf `profile_export_aiperf.json`. Its model and concurrency are not in a
-    documented field: they come from the upload's tags."""
+    """One AIPerf `profile_export_aiperf.json`. Model, concurrency and request rate come
+    from the upload's tags: they sit in `input_config`, whose shape the schema page leaves
+    to the version that wrote it."""
     if obj.get("was_cancelled") is True:
         raise EvidenceError("the AIPerf run was cancelled (was_cancelled: true): its numbers "
                             "cover only part of the schedule")  # fmt: skip
@@ -173,24 +176,38 @@ def parse_aiperf_summary(obj: dict) -> BenchResult:
         scale = _ms_per(block, tag)
         for name, value in block.items():
             stat = {"avg": "mean", "p50": "median"}.get(name, name)
-            if stat in ("mean", "median", "std") or re.fullmatch(r"p\d+(?:\.\d+)?", stat):
-                latencies[f"{stat}_{metric}"] = _number(value, f"{tag}.{name}") * scale
+            wanted = stat in ("mean", "median", "std") or re.fullmatch(r"p\d+(?:\.\d+)?", stat)
+            if wanted and value is not None:  # unset fields are left out, or null
+                key = f"{tag}.{name}"
+                latencies[f"{stat}_{metric}"] = _finite(_number(value, key) * scale, key)
     if "p99_ttft" not in latencies:
         raise EvidenceError("time_to_first_token has no p99 (AIPerf writes it for a "
                             "streaming run with requests)")  # fmt: skip
-    duration = _block(obj, "benchmark_duration")
     return BenchResult(
         completed=_whole(_avg(obj, "request_count"), "request_count"),
         failed=_whole(_avg(obj, "error_request_count") or 0, "error_request_count"),
         latencies_ms=latencies,
         throughputs={ours: _number(_avg(obj, tag), tag)
                      for tag, ours in AIPERF_THROUGHPUTS.items() if _avg(obj, tag) is not None},
-        duration_s=_number(duration["avg"], "benchmark_duration") * _ms_per(
-            duration, "benchmark_duration") / 1000 if duration and "avg" in duration else None,
+        duration_s=_seconds(_block(obj, "benchmark_duration")),
         date=str(obj.get("start_time") or ""),
         tool="aiperf",
         ram_growth_gib=_ram_growth(obj),
     )  # fmt: skip
+
+
+def _seconds(block: dict | None) -> float | None:
+    if not block or block.get("avg") is None:
+        return None
+    ms = _number(block["avg"], "benchmark_duration") * _ms_per(block, "benchmark_duration")
+    return _finite(ms, "benchmark_duration") / 1000
+
+
+def _finite(value: float, key: str) -> float:
+    """After a unit change or a difference: storage (JSON) has no infinity."""
+    if not math.isfinite(value):
+        raise EvidenceError(f"{key} is out of range")
+    return value
 
 
 def _block(obj: dict, tag: str) -> dict | None:
@@ -235,7 +252,8 @@ def _ram_growth(obj: dict) -> float | None:
     if "host_ram_growth_gib" in values:
         return values["host_ram_growth_gib"]
     if "host_ram_start_gib" in values and "host_ram_end_gib" in values:
-        return values["host_ram_end_gib"] - values["host_ram_start_gib"]
+        growth = values["host_ram_end_gib"] - values["host_ram_start_gib"]
+        return _finite(growth, "host_ram_end_gib - host_ram_start_gib")
     return None
 
 
@@ -360,6 +378,7 @@ class Run:
 class Row:
     run: Run
     ttft: dict[str, float]  # statistic -> ms, e.g. {"median": 400.0, "p99": 812.5}
+    is_baseline: bool = False
     # against the baseline (offload off, cold): None for the baseline itself or without one
     p99_ttft_change: float | None = None  # fraction: -0.25 is a quarter faster
     completed_change: int | None = None
@@ -370,7 +389,7 @@ class SideBySide:
     schedule: Schedule
     rows: list[Row]
     ttft_stats: list[str]  # the TTFT statistics present in any row, in display order
-    has_baseline: bool
+    baseline: Run | None  # what the changes are against
     has_ram_growth: bool
 
 
@@ -387,10 +406,10 @@ def side_by_side(runs: Iterable[tuple[Schedule, Run]]) -> list[SideBySide]:
         if len(members) < 2:
             continue
         base = members[0] if not members[0].offload and not members[0].warm else None
-        rows = [_row(run, None if run is base else base) for run in members]
+        rows = [_row(run, base) for run in members]
         stats = sorted({s for row in rows for s in row.ttft}, key=_stat_order)
         compared.append(SideBySide(
-            schedule, rows, stats, has_baseline=base is not None,
+            schedule, rows, stats, baseline=base,
             has_ram_growth=any(r.run.result.ram_growth_gib is not None for r in rows)))  # fmt: skip
     return compared
 
@@ -402,8 +421,11 @@ def _schedule_order(schedule: Schedule) -> tuple:
 
 def _row(run: Run, base: Run | None) -> Row:
     ttft = dict(run.result.stats("ttft"))
+    if run is base:
+        return Row(run, ttft, is_baseline=True)
     if base is None:
         return Row(run, ttft)
     mine, theirs = run.result.p99("ttft"), base.result.p99("ttft")
     change = (mine - theirs) / theirs if mine is not None and theirs else None
-    return Row(run, ttft, change, run.result.completed - base.result.completed)
+    return Row(run, ttft, p99_ttft_change=change,
+               completed_change=run.result.completed - base.result.completed)  # fmt: skip

@@ -683,7 +683,7 @@ def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
             label = f"{name} · {context:,} tokens"
             fig.add_trace(go.Scatter(
                 x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers",
-                name=label, hovertemplate=label + "<br>concurrency %{x}: %{y:,.0f} ms"
+                name=label, hovertemplate="%{fullData.name}<br>concurrency %{x}: %{y:,.0f} ms"
                 "<extra></extra>"))  # fmt: skip
     if limit_ms:
         fig.add_hline(y=limit_ms, line_dash="dash", line_color="#c62828",
@@ -700,7 +700,7 @@ def ttft_side_by_side(group: SideBySide) -> dict:
         name = f"{row.run.label} · {'warm' if row.run.warm else 'cold'}"
         fig.add_trace(go.Bar(
             name=name, x=group.ttft_stats, y=[row.ttft.get(s) for s in group.ttft_stats],
-            hovertemplate=name + "<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
+            hovertemplate="%{fullData.name}<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
     schedule = group.schedule
     rate = "unlimited rate" if schedule.request_rate is None else f"{schedule.request_rate:g} req/s"
     _layout(fig, f"TTFT — {schedule.context_tokens:,} tokens, concurrency "

@@ -209,11 +209,12 @@ def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload(
         (Schedule(4096, 4), _run("CPU RAM 64 GiB", True, True, 200)),
     ]
     small, big = side_by_side(runs)
-    assert big.schedule == a and big.has_baseline and not big.has_ram_growth
+    assert big.schedule == a and big.baseline is big.rows[0].run and not big.has_ram_growth
     assert [(r.run.label, r.run.warm) for r in big.rows] == [
         ("No offload", False), ("No offload", True), ("CPU RAM 64 GiB", False),
         ("CPU RAM 64 GiB", True)]  # fmt: skip
     base, warm, on, on_warm = big.rows
+    assert base.is_baseline and not any(r.is_baseline for r in big.rows[1:])
     assert base.p99_ttft_change is None and base.completed_change is None
     assert warm.p99_ttft_change == pytest.approx(-0.10)  # 1800 vs 2000
     assert on.p99_ttft_change == pytest.approx(-0.25) and on.completed_change == 6
@@ -221,7 +222,7 @@ def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload(
     assert on_warm.ttft["median"] == pytest.approx(300.0)  # 0.6 x 500
     assert big.ttft_stats == ["mean", "median", "p99"]
     # both runs with offload: no baseline, so no changes
-    assert small.schedule == Schedule(4096, 4) and not small.has_baseline
+    assert small.schedule == Schedule(4096, 4) and small.baseline is None
     assert all(r.p99_ttft_change is None for r in small.rows)
 
 
@@ -232,3 +233,19 @@ def test_stored_numbers_read_back_as_they_were_parsed():
         assert result_from_json(stored) == r
     assert result_to_json(parse_result(vllm_result()))["request_rate"] == "inf"
     assert math.isinf(result_from_json(result_to_json(parse_result(vllm_result()))).request_rate)
+
+
+def test_values_out_of_range_after_a_unit_change_are_refused_and_nulls_skipped():
+    with pytest.raises(EvidenceError, match=r"time_to_first_token\.\w+ is out of range"):
+        parse_aiperf_summary(aiperf_summary(ttft_p99=1e306, unit="s"))
+    with pytest.raises(EvidenceError, match="out of range"):
+        parse_result(vllm_result(host_ram_start_gib=-1e308, host_ram_end_gib=1e308))
+    block = {**aiperf_summary()["time_to_first_token"], "p5": None}  # unset: null
+    r = parse_aiperf_summary(aiperf_summary(time_to_first_token=block))
+    assert "p5_ttft" not in r.latencies_ms and r.p99("ttft") == 812.5
+
+
+def test_a_vllm_p50_is_not_shown_twice_beside_the_median():
+    r = parse_result(vllm_result(p50_ttft_ms=300.0))
+    assert [s for s, _ in r.stats("ttft")] == ["mean", "median", "p99"]
+    assert r.latencies_ms["p50_ttft"] == 300.0  # kept, only not listed again

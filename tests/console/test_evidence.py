@@ -148,7 +148,8 @@ def test_one_schedule_side_by_side_cold_warm_off_on(client, analyst):
     model = "meta-llama/Llama-3.1-8B"
     page = client.get(reverse("evidence_compare"), {"model": model}).content.decode()
     assert page.count('<section class="schedule"') == 1
-    assert 'data-schedule="8192x16"' in page
+    assert 'data-schedule="8192x16@inf"' in page
+    assert "Changes are against <strong>No offload · cold</strong>" in page
     rows = page.split("<tbody>")[1].split("</tbody>")[0].split('<tr data-row="')[1:]
     assert [r.split('"')[0] for r in rows] == [
         "No offload · cold", "CPU RAM 64 GiB · cold", "CPU RAM 64 GiB · warm"]  # fmt: skip
@@ -161,3 +162,29 @@ def test_one_schedule_side_by_side_cold_warm_off_on(client, analyst):
     assert 'id="chart-schedule-0"' in page
     empty = client.get(reverse("evidence_compare"), {"model": "none"}).content.decode()
     assert "data-empty" in empty
+
+
+def test_runs_stored_before_get_their_numbers_from_the_kept_file():
+    """Migration 0011 reads each stored run once; a key the old parser never read (here a
+    percentile that is not a number) does not stop it."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = (
+        [("console", "0010_bench_runs")],
+        [("console", "0011_bench_run_tool_and_numbers")],
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("console", "BenchRun")
+    fields = {"model_name": "m", "tier": "none", "context_tokens": 4096, "concurrency": 8}
+    good = old.objects.create(name="a.json", raw=vllm_result(ttft=777.0), **fields)
+    odd_raw = vllm_result(ttft=888.0, p90_ttft_ms="n/a", host_ram_end_gib="?")
+    odd = old.objects.create(name="b.json", raw=odd_raw, **fields)
+    executor = MigrationExecutor(connection)  # a fresh graph, as `migrate` would load it
+    executor.migrate(after)
+    MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())
+    runs = {r.name: r for r in BenchRun.objects.filter(pk__in=[good.pk, odd.pk])}
+    assert runs["a.json"].result == parse_result(vllm_result(ttft=777.0))
+    assert runs["b.json"].result.p99("ttft") == 888.0 and runs["b.json"].tool == "vllm"
+    assert "p90_ttft" not in runs["b.json"].result.latencies_ms
