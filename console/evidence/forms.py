@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from console.evidence.models import Tier
+from console.evidence.services import EVERY_RATE
 from console.forms import MultipleFileField
 
 
@@ -60,8 +61,27 @@ class BenchUploadForm(forms.Form):
 
 
 class SloForm(forms.Form):
+    """The objectives, and which request rate's runs to show when there are several."""
+
     p99_ttft_ms = forms.FloatField(required=False, min_value=0, initial=2000,
                                    label="p99 TTFT at most (ms)")  # fmt: skip
     p99_tpot_ms = forms.FloatField(required=False, min_value=0, label="p99 TPOT at most (ms)")
     p99_itl_ms = forms.FloatField(required=False, min_value=0, initial=100,
                                   label="p99 ITL at most (ms)")  # fmt: skip
+    rate = forms.ChoiceField(required=False, label="Request rate")
+
+    def __init__(self, *args, rates: list[float | None] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        if len(rates) > 1:
+            self.fields["rate"].choices = [("", "every rate (the worst run of a cell)")] + [
+                ("unlimited" if r is None else repr(r),  # exact: it filters the runs
+                 "unlimited" if r is None else f"{r:g} req/s") for r in rates]  # fmt: skip
+        else:
+            del self.fields["rate"]
+
+    def chosen_rate(self) -> float | str | None:
+        """None: unlimited; EVERY_RATE: no choice made."""
+        value = self.cleaned_data.get("rate") if hasattr(self, "cleaned_data") else ""
+        if not value:
+            return EVERY_RATE
+        return None if value == "unlimited" else float(value)

@@ -72,19 +72,33 @@ def _finite(rate: float | None) -> float | None:
     return None if rate is None or math.isinf(rate) else rate
 
 
-def cells_for(model_name: str) -> list[Cell]:
-    """Every run of a model; a warm run (cache filled first) is its own row beside the
-    cold one, so cold and warm compare side by side."""
+EVERY_RATE = "every"  # the matrix of all runs, whatever their request rate
+
+
+def request_rates(model_name: str) -> list[float | None]:
+    """The request rates a model's runs were made at (None: unlimited), unlimited first."""
+    rates = set(BenchRun.objects.filter(model_name=model_name)
+                .values_list("request_rate", flat=True))  # fmt: skip
+    return sorted(rates, key=lambda r: -1.0 if r is None else r)
+
+
+def cells_for(model_name: str, rate: float | str | None = EVERY_RATE) -> list[Cell]:
+    """Every run of a model (at one request rate, if given); a warm run (cache filled
+    first) is its own row beside the cold one, so cold and warm compare side by side."""
+    runs = BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
+    if rate != EVERY_RATE:
+        runs = runs.filter(request_rate__isnull=True) if rate is None else runs.filter(
+            request_rate=rate)  # fmt: skip
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
              run.concurrency, run.result)
-        for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
+        for run in runs
     ]  # fmt: skip
 
 
-def matrix(model_name: str, slo: Slo) -> dict:
+def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> dict:
     """Per tier: the grid of runs (context rows x concurrency columns) and its boundary."""
-    cells = cells_for(model_name)
+    cells = cells_for(model_name, rate)
     boundaries = {b.tier: b for b in degradation_boundary(cells, slo)}
     tiers: dict[str, dict] = {}
     for cell in cells:

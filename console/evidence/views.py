@@ -10,7 +10,13 @@ from analysis.evidence import EvidenceError, Slo
 from console import charts
 from console.evidence.forms import BenchUploadForm, SloForm
 from console.evidence.models import BenchRun
-from console.evidence.services import bench_runs_create, comparisons, matrix
+from console.evidence.services import (
+    EVERY_RATE,
+    bench_runs_create,
+    comparisons,
+    matrix,
+    request_rates,
+)
 from console.roles import can_analyze, reader_required
 
 
@@ -42,11 +48,12 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
 def evidence_matrix(request: HttpRequest) -> HttpResponse:
     """Context x concurrency per tier, coloured against the SLO, with the boundary."""
     model_name = request.GET.get("model", "")
-    slo_form = SloForm(request.GET if "p99_ttft_ms" in request.GET else None)
-    data = slo_form.cleaned_data if slo_form.is_bound and slo_form.is_valid() else {
-        "p99_ttft_ms": 2000.0, "p99_tpot_ms": None, "p99_itl_ms": 100.0}  # fmt: skip
-    slo = Slo(**data)
-    grid = matrix(model_name, slo)
+    slo_form = SloForm(request.GET if "p99_ttft_ms" in request.GET else None,
+                       rates=request_rates(model_name))  # fmt: skip
+    valid = slo_form.is_bound and slo_form.is_valid()
+    data = slo_form.cleaned_data if valid else {"p99_ttft_ms": 2000.0, "p99_itl_ms": 100.0}
+    slo = Slo(**{k: data.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms")})
+    grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     figures = {
         f"tier-{i}": charts.evidence_heatmap(
             name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms

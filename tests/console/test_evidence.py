@@ -188,3 +188,23 @@ def test_runs_stored_before_get_their_numbers_from_the_kept_file():
     assert runs["a.json"].result == parse_result(vllm_result(ttft=777.0))
     assert runs["b.json"].result.p99("ttft") == 888.0 and runs["b.json"].tool == "vllm"
     assert "p90_ttft" not in runs["b.json"].result.latencies_ms
+
+
+def test_the_matrix_of_one_request_rate(client, analyst):
+    """Runs at two rates: by default a cell shows its worst run; a chosen rate shows its own."""
+    assert client.login(username=analyst.username, password=PASSWORD)
+    for rate, ttft in (("", 3000.0), ("2.5", 900.0)):  # blank: the file's "inf"
+        files = [_file("r.json", ttft=ttft, max_concurrency=16)]
+        client.post(reverse("evidence_list"), {**TAGS, "request_rate": rate, "files": files})
+    assert sorted(BenchRun.objects.values_list("request_rate", flat=True),
+                  key=lambda r: r or 0) == [None, 2.5]  # fmt: skip
+    slo = {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000", "p99_itl_ms": "100"}
+    every = client.get(reverse("evidence_matrix"), slo).content.decode()
+    assert '<option value="2.5">2.5 req/s</option>' in every
+    assert every.count('class="cell bad"') == 1 and "TTFT 3000" in every  # the worst
+    paced = client.get(reverse("evidence_matrix"), {**slo, "rate": "2.5"}).content.decode()
+    assert paced.count('class="cell ok"') == 1 and "TTFT 900" in paced
+    unlimited = client.get(reverse("evidence_matrix"), {**slo, "rate": "unlimited"})
+    assert "TTFT 3000" in unlimited.content.decode()
+    refused = client.get(reverse("evidence_matrix"), {**slo, "rate": "7"}).content.decode()
+    assert "Select a valid choice" in refused
