@@ -372,6 +372,7 @@ class Run:
     offload: bool
     warm: bool
     result: BenchResult
+    name: str = ""  # the result file's name, to tell runs of one configuration apart
 
 
 @dataclass(frozen=True)
@@ -381,6 +382,7 @@ class Row:
     is_baseline: bool = False
     # against the baseline (offload off, cold): None for the baseline itself or without one
     p99_ttft_change: float | None = None  # fraction: -0.25 is a quarter faster
+    # None too when the two runs sent different numbers of requests (not comparable)
     completed_change: int | None = None
 
 
@@ -427,5 +429,7 @@ def _row(run: Run, base: Run | None) -> Row:
         return Row(run, ttft)
     mine, theirs = run.result.p99("ttft"), base.result.p99("ttft")
     change = (mine - theirs) / theirs if mine is not None and theirs else None
+    a, b = run.result, base.result
+    same_load = a.completed + a.failed == b.completed + b.failed
     return Row(run, ttft, p99_ttft_change=change,
-               completed_change=run.result.completed - base.result.completed)  # fmt: skip
+               completed_change=a.completed - b.completed if same_load else None)  # fmt: skip

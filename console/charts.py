@@ -638,9 +638,10 @@ __all__ = [
 ]
 
 
-def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: float | None
-                     ) -> dict:  # fmt: skip
-    """p99 TTFT of one tier's runs: context length (rows) x concurrency (columns)."""
+def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: float | None,
+                     worst_ms: float | None = None) -> dict:  # fmt: skip
+    """p99 TTFT of one tier's runs: context length (rows) x concurrency (columns), on one
+    colour scale for every tier (twice the SLO, or the worst run shown without one)."""
     z, text = [], []
     for _, cells in rows:
         z.append([c["result"].p99("ttft") if c else None for c in cells])
@@ -658,7 +659,7 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: 
             texttemplate="%{text}",
             colorscale=[[0, "#2e7d32"], [0.5, "#f9a825"], [1, "#c62828"]],
             zmin=0,
-            zmax=(2 * limit_ms) if limit_ms else None,
+            zmax=(2 * limit_ms) if limit_ms else worst_ms,
             colorbar={"title": "p99 TTFT (ms)"},
             hovertemplate="context %{y} tokens, concurrency %{x}: %{z:,.0f} ms<extra></extra>",
         )
@@ -688,7 +689,9 @@ def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
     if limit_ms:
         fig.add_hline(y=limit_ms, line_dash="dash", line_color="#c62828",
                       annotation_text=f"SLO {limit_ms:,.0f} ms")  # fmt: skip
-    _layout(fig, "p99 TTFT as concurrency grows", xaxis={"title": "concurrency", "type": "log"},
+    _layout(fig, "p99 TTFT as concurrency grows", showlegend=True,
+            xaxis={"title": "concurrency", "type": "log", "tickmode": "array",
+                   "tickvals": concurrencies, "ticktext": [str(n) for n in concurrencies]},
             yaxis={"title": "p99 TTFT (ms)"})  # fmt: skip
     return _to_dict(fig)
 
@@ -696,8 +699,10 @@ def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
 def ttft_side_by_side(group: SideBySide) -> dict:
     """TTFT statistics of one schedule's runs as grouped bars (one bar per run)."""
     fig = go.Figure()
-    for row in group.rows:
-        name = f"{row.run.label} · {'warm' if row.run.warm else 'cold'}"
+    names = [f"{row.run.label} · {'warm' if row.run.warm else 'cold'}" for row in group.rows]
+    for row, name in zip(group.rows, names, strict=True):
+        if names.count(name) > 1:  # two runs of one configuration: tell them apart
+            name += f" · {row.run.name}"
         fig.add_trace(go.Bar(
             name=name, x=group.ttft_stats, y=[row.ttft.get(s) for s in group.ttft_stats],
             hovertemplate="%{fullData.name}<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
@@ -706,5 +711,7 @@ def ttft_side_by_side(group: SideBySide) -> dict:
     _layout(fig, f"TTFT — {schedule.context_tokens:,} tokens, concurrency "
                  f"{schedule.concurrency}, {rate}",
             xaxis={"title": "statistic", "type": "category"}, yaxis={"title": "TTFT (ms)"},
-            barmode="group")  # fmt: skip
+            barmode="group", margin={**MARGIN, "b": 110},
+            legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0,
+                    "xanchor": "left"})  # fmt: skip
     return _to_dict(fig)

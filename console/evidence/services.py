@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from analysis.evidence import (
+    BenchResult,
     Cell,
     EvidenceError,
     Run,
@@ -28,30 +29,38 @@ VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
 MAX_RESULT_BYTES = 64 << 20
 
 
+class BenchUploadError(EvidenceError):
+    """Everything wrong with an upload at once, by the form field to mend."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        super().__init__("; ".join(m for messages in errors.values() for m in messages))
+
+
 def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -> list[BenchRun]:
-    """Parse every file first: all are stored, or none (the error names the file)."""
-    parsed = []
+    """Read every file first: all are stored, or none (each error names its file)."""
+    parsed, errors = [], {}
     for upload in files:
-        if upload.size > MAX_RESULT_BYTES:
-            raise EvidenceError(f"{upload.name}: larger than {MAX_RESULT_BYTES >> 20} MiB")
         try:
-            raw = orjson.loads(upload.read())
-        except orjson.JSONDecodeError as exc:
-            raise EvidenceError(f"{upload.name}: not JSON ({exc})") from None
-        try:
-            result = parse_result(raw)
+            raw, result = _read(upload)
         except EvidenceError as exc:
-            raise EvidenceError(f"{upload.name}: {exc}") from None
+            errors.setdefault("files", []).append(f"{upload.name}: {exc}")
+            continue
+        if not (tags.get("concurrency") or result.max_concurrency):
+            errors.setdefault("concurrency", []).append(
+                f"{upload.name} has no max_concurrency: give the limit it ran with."
+            )
+        if not (tags.get("model_name") or result.model):
+            errors.setdefault("model_name", []).append(
+                f"{upload.name} does not name its model: give it.")  # fmt: skip
         parsed.append((upload.name, raw, result))
+    if errors:
+        raise BenchUploadError(errors)
     runs = []
     with transaction.atomic():
         for name, raw, result in parsed:
             concurrency = tags.get("concurrency") or result.max_concurrency
-            if not concurrency:
-                raise EvidenceError(f"{name}: no max_concurrency in the file; give the limit")
             model_name = tags.get("model_name") or result.model
-            if not model_name:
-                raise EvidenceError(f"{name}: the file does not name its model; give it")
             runs.append(BenchRun.objects.create(
                 name=name[:300], created_by=user, raw=raw, tool=result.tool,
                 numbers=result_to_json(result),
@@ -65,6 +74,18 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
                 topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
             ))  # fmt: skip
     return runs
+
+
+def _read(upload: UploadedFile) -> tuple[object, BenchResult]:
+    if upload.size > MAX_RESULT_BYTES:
+        raise EvidenceError(f"larger than {MAX_RESULT_BYTES >> 20} MiB")
+    try:
+        raw = orjson.loads(upload.read())
+    except orjson.JSONDecodeError as exc:
+        raise EvidenceError(
+            f"not a JSON file (it stops making sense at line {exc.lineno}, column {exc.colno})"
+        ) from None
+    return raw, parse_result(raw)
 
 
 def _finite(rate: float | None) -> float | None:
@@ -103,12 +124,15 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
     tiers: dict[str, dict] = {}
     for cell in cells:
         tier = tiers.setdefault(cell.tier, {"cells": {}, "boundary": boundaries[cell.tier]})
-        shown = tier["cells"].get((cell.context_tokens, cell.concurrency))
+        key = (cell.context_tokens, cell.concurrency)
+        shown = tier["cells"].get(key)
         misses = slo.misses(cell.result)
+        runs = 1 + (shown["runs"] if shown else 0)
         # several runs of one cell: show the worst, as the boundary counts it
         if shown is None or (misses and not shown["misses"]):
-            tier["cells"][(cell.context_tokens, cell.concurrency)] = {
-                "result": cell.result, "misses": misses}  # fmt: skip
+            tier["cells"][key] = {"result": cell.result, "misses": misses, "runs": runs}
+        else:
+            shown["runs"] = runs
     contexts, concurrencies = matrix_axes(cells)
     for tier in tiers.values():
         tier["rows"] = [
@@ -122,6 +146,6 @@ def comparisons(model_name: str) -> list[SideBySide]:
     """Runs of the same schedule side by side: offload off vs on, cold vs warm."""
     return side_by_side(
         (Schedule(run.context_tokens, run.concurrency, run.request_rate),
-         Run(run.tier_label, run.offload, run.warm, run.result))
+         Run(run.tier_label, run.offload, run.warm, run.result, name=run.name))
         for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
     )  # fmt: skip

@@ -6,12 +6,13 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from analysis.evidence import EvidenceError, Slo
+from analysis.evidence import Slo
 from console import charts
 from console.evidence.forms import BenchUploadForm, SloForm
 from console.evidence.models import BenchRun
 from console.evidence.services import (
     EVERY_RATE,
+    BenchUploadError,
     bench_runs_create,
     comparisons,
     matrix,
@@ -33,15 +34,17 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             runs = bench_runs_create(files=data["files"], tags=data, user=request.user)
-        except EvidenceError as exc:
-            form.add_error("files", str(exc))
+        except BenchUploadError as exc:
+            for field, problems in exc.errors.items():
+                for problem in problems:
+                    form.add_error(field, problem)
         else:
             messages.success(request, f"{len(runs)} run{'s' if len(runs) != 1 else ''} stored.")
             return redirect("evidence_list")
     models = BenchRun.objects.values_list("model_name", flat=True).distinct().order_by()
     return render(request, "console/evidence_list.html", {
         "form": form, "runs": BenchRun.objects.defer("raw", "topology"),
-        "models": sorted(set(models))})  # fmt: skip
+        "models": sorted(set(models), key=str.casefold)})  # fmt: skip
 
 
 @reader_required
@@ -56,7 +59,7 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     figures = {
         f"tier-{i}": charts.evidence_heatmap(
-            name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms
+            name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms, _worst_ttft(grid)
         )
         for i, (name, tier) in enumerate(grid["tiers"].items())
     }
@@ -64,7 +67,15 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
         figures["lines"] = charts.evidence_lines(grid, slo.p99_ttft_ms)
     return render(request, "console/evidence_matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
-        "figures": figures})  # fmt: skip
+        "figures": figures, "slo_is_default": not valid})  # fmt: skip
+
+
+def _worst_ttft(grid: dict) -> float | None:
+    """The highest p99 TTFT shown: one colour scale for every tier's heatmap."""
+    values = [cell["result"].p99("ttft") for tier in grid["tiers"].values()
+              for _, cells in tier["rows"] for cell in cells if cell]  # fmt: skip
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
 
 
 @reader_required

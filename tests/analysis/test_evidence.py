@@ -193,8 +193,9 @@ def test_every_vllm_percentile_is_kept_and_ram_growth_read_from_metadata():
         parse_result(vllm_result(host_ram_start_gib=1, host_ram_end_gib="lots"))
 
 
-def _run(label, offload, warm, ttft, completed=100):
-    return Run(label, offload, warm, parse_vllm_result(vllm_result(ttft=ttft, completed=completed)))
+def _run(label, offload, warm, ttft, completed=100, sent=100):
+    result = vllm_result(ttft=ttft, completed=completed, failed=sent - completed)
+    return Run(label, offload, warm, parse_vllm_result(result), name=f"{label}.json")
 
 
 def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload():
@@ -204,6 +205,7 @@ def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload(
         (a, _run("No offload", False, False, 2000, completed=90)),
         (a, _run("CPU RAM 64 GiB", True, False, 1500, completed=96)),
         (a, _run("No offload", False, True, 1800, completed=92)),
+        (a, _run("RAM, short run", True, False, 1000, completed=20, sent=20)),
         (b, _run("No offload", False, False, 900)),  # alone: nothing to compare
         (Schedule(4096, 4), _run("CPU RAM 64 GiB", True, False, 300)),
         (Schedule(4096, 4), _run("CPU RAM 64 GiB", True, True, 200)),
@@ -212,8 +214,10 @@ def test_runs_of_one_schedule_side_by_side_against_the_cold_run_without_offload(
     assert big.schedule == a and big.baseline is big.rows[0].run and not big.has_ram_growth
     assert [(r.run.label, r.run.warm) for r in big.rows] == [
         ("No offload", False), ("No offload", True), ("CPU RAM 64 GiB", False),
-        ("CPU RAM 64 GiB", True)]  # fmt: skip
-    base, warm, on, on_warm = big.rows
+        ("RAM, short run", False), ("CPU RAM 64 GiB", True)]  # fmt: skip
+    base, warm, on, short, on_warm = big.rows
+    # 20 requests sent against 100: its TTFT compares, its completed count does not
+    assert short.p99_ttft_change == pytest.approx(-0.5) and short.completed_change is None
     assert base.is_baseline and not any(r.is_baseline for r in big.rows[1:])
     assert base.p99_ttft_change is None and base.completed_change is None
     assert warm.p99_ttft_change == pytest.approx(-0.10)  # 1800 vs 2000

@@ -113,9 +113,18 @@ def test_an_aiperf_summary_is_uploaded_with_its_model_and_limit_from_the_tags(cl
     assert client.login(username=analyst.username, password=PASSWORD)
     summary = SimpleUploadedFile("profile_export_aiperf.json",
                                  json.dumps(aiperf_summary(ttft_p99=2500.0)).encode())  # fmt: skip
-    refused = client.post(reverse("evidence_list"), {**TAGS, "files": [summary],
-                                                     "concurrency": "8"})  # fmt: skip
-    assert "does not name its model; give it" in refused.content.decode()
+    broken = SimpleUploadedFile("notes.json", b'{"completed": 3,\n nope}')
+    refused = client.post(reverse("evidence_list"), {**TAGS, "files": [summary, broken]})
+    form = refused.context["form"]  # every problem at once, each at the field to mend
+    assert form.errors["model_name"] == [
+        "profile_export_aiperf.json does not name its model: give it."]  # fmt: skip
+    assert form.errors["concurrency"] == [
+        "profile_export_aiperf.json has no max_concurrency: give the limit it ran with."
+    ]
+    assert form.errors["files"] == [
+        "notes.json: not a JSON file (it stops making sense at line 2, column 2)"
+    ]
+    assert 'id="upload-errors"' in refused.content.decode()  # summarized at the top too
     assert not BenchRun.objects.exists()
     summary.seek(0)
     tags = {**TAGS, "concurrency": "8", "model_name": "llama-8b", "request_rate": "4"}
@@ -136,9 +145,8 @@ def test_one_schedule_side_by_side_cold_warm_off_on(client, analyst):
         tags = {**TAGS, "tier": tier, "ram_gib": "64" if tier != "none" else ""}
         if warm:
             tags["warm"] = "on"
-        files = [
-            _file("run.json", ttft=ttft, completed=completed, **{"max_concurrency": 16, **extra})
-        ]
+        values = {"max_concurrency": 16, "failed": 200 - completed, **extra}  # 200 sent
+        files = [_file("run.json", ttft=ttft, completed=completed, **values)]
         assert client.post(reverse("evidence_list"), {**tags, "files": files}).status_code == 302
 
     upload(2000.0, 180, host_ram_start_gib="100", host_ram_end_gib="101.5")
@@ -202,8 +210,15 @@ def test_the_matrix_of_one_request_rate(client, analyst):
     every = client.get(reverse("evidence_matrix"), slo).content.decode()
     assert '<option value="2.5">2.5 req/s</option>' in every
     assert every.count('class="cell bad"') == 1 and "TTFT 3000" in every  # the worst
+    assert "2 runs: the worst shown" in every
     paced = client.get(reverse("evidence_matrix"), {**slo, "rate": "2.5"}).content.decode()
     assert paced.count('class="cell ok"') == 1 and "TTFT 900" in paced
+    assert "runs: the worst shown" not in paced
+    # no TTFT objective: the colour scale runs to the worst run shown
+    free = client.get(reverse("evidence_matrix"), {**slo, "p99_ttft_ms": "", "rate": "2.5"})
+    heatmap = json.loads(free.content.decode().split(
+        'id="fig-tier-0" type="application/json">')[1].split("<")[0])  # fmt: skip
+    assert heatmap["data"][0]["zmax"] == 900.0
     unlimited = client.get(reverse("evidence_matrix"), {**slo, "rate": "unlimited"})
     assert "TTFT 3000" in unlimited.content.decode()
     refused = client.get(reverse("evidence_matrix"), {**slo, "rate": "7"}).content.decode()
