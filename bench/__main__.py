@@ -193,17 +193,25 @@ def bench_chat(args) -> None:
 
 
 # --- re-analysis from a stored block stream ---------------------------------------------
-def bench_reanalyze(args) -> None:
-    from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
+def _stored_trace_stream(requests: int, workdir: str | None) -> Path:
+    """A generated Mooncake trace of `requests`, ingested and saved once per work folder."""
+    from analysis import IngestOptions, ingest
     from bench.generate import mooncake_requests, write_jsonl
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
-    trace = work / f"trace-{args.requests}.jsonl"
+    work = Path(workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    trace = work / f"trace-{requests}.jsonl"
     if not trace.exists():
-        write_jsonl(mooncake_requests(args.requests), trace)
-    folder = work / f"stream-{args.requests}"
+        write_jsonl(mooncake_requests(requests), trace)
+    folder = work / f"stream-{requests}"
     if not folder.exists():
         ingest([trace], IngestOptions(hash_key=b"bench-secret-0123456789")).save(folder)
+    return folder
+
+
+def bench_reanalyze(args) -> None:
+    from analysis import AnalysisParams, BlockStream, analyze
+
+    folder = _stored_trace_stream(args.requests, args.workdir)
     stream = BlockStream.load(folder)  # warm numba's cache on a small slice first
     start = time.perf_counter()
     stream = BlockStream.load(folder)
@@ -223,17 +231,10 @@ def bench_reanalyze(args) -> None:
 
 # --- replay trace export from a stored stream ---------------------------------------------
 def bench_replay(args) -> None:
-    from analysis import BlockStream, IngestOptions, ingest
+    from analysis import BlockStream
     from analysis.replay import ReplayOptions, replay_lines, summary
-    from bench.generate import mooncake_requests, write_jsonl
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
-    trace = work / f"trace-{args.requests}.jsonl"
-    if not trace.exists():
-        write_jsonl(mooncake_requests(args.requests), trace)
-    folder = work / f"stream-{args.requests}"
-    if not folder.exists():
-        ingest([trace], IngestOptions(hash_key=b"bench-secret-0123456789")).save(folder)
+    folder = _stored_trace_stream(args.requests, args.workdir)
     summary(BlockStream.load(folder), ReplayOptions(end_s=0))  # load numba's cached code
     stream = BlockStream.load(folder)
     half = (stream.req_t_us[-1] - stream.req_t_us[0]) / 2e6
