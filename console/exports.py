@@ -1,4 +1,5 @@
-"""CSV downloads of an analysis report (the dict of analysis.report.Report.to_dict()).
+"""CSV downloads of an analysis report (the dict of analysis.report.Report.to_dict()), and
+of benchmark runs (their tags and the numbers read from their files).
 
 Each builder returns the whole file as a str. Numbers are written as stored in the report;
 the only derived column is capacity_gib (a unit conversion). Text cells that a spreadsheet
@@ -94,3 +95,25 @@ def segments_csv(report: dict) -> str:
 
 
 __all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv"]
+
+
+RUN_LATENCIES = tuple(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
+                      for stat in ("mean", "median", "p99"))  # fmt: skip
+RUN_COLUMNS = (
+    "file", "tool", "model", "tiers", "ram_gib", "kv_dtype", "weights_offload",
+    "context_tokens", "concurrency", "request_rate", "warm", "completed", "failed",
+    *RUN_LATENCIES, "request_throughput", "output_throughput", "total_token_throughput",
+    "duration_s", "host_ram_growth_gib", "driver", "cuda", "engine", "model_revision",
+    "tokenizer", "numa_binding", "uploaded_at",
+)  # fmt: skip
+
+
+def runs_csv(runs: Iterable[dict]) -> str:
+    """One row per run: `runs` are dicts with the RUN_COLUMNS keys (a missing key: blank;
+    request_rate None: unlimited)."""
+    rows = []
+    for run in runs:
+        row = {**run, "request_rate": "unlimited" if run.get("request_rate") is None
+               else run["request_rate"]}  # fmt: skip
+        rows.append([row.get(column) for column in RUN_COLUMNS])
+    return _write(RUN_COLUMNS, rows)

@@ -29,6 +29,10 @@ urlpatterns = [
     path("evidence/", evidence_views.evidence_list, name="evidence_list"),
     path("evidence/matrix/", evidence_views.evidence_matrix, name="evidence_matrix"),
     path("evidence/compare/", evidence_views.evidence_compare, name="evidence_compare"),
+    path("evidence/runs.csv", evidence_views.evidence_runs_csv, name="evidence_runs_csv"),
+    path(
+        "evidence/runs/<int:pk>/raw.json", evidence_views.evidence_run_raw, name="evidence_run_raw"
+    ),
     path("policies/", policy_views.policy_list, name="policy_list"),
     path("policies/new/", policy_views.policy_new, name="policy_new"),
     path("policies/audit/", policy_views.audit_log, name="audit_log"),

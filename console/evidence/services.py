@@ -149,3 +149,22 @@ def comparisons(model_name: str) -> list[SideBySide]:
          Run(run.tier_label, run.offload, run.warm, run.result, name=run.name))
         for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
     )  # fmt: skip
+
+
+def runs_table(model_name: str) -> list[dict]:
+    """Every run of a model as the CSV download writes it (tags, then the numbers)."""
+    rows = []
+    for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology"):
+        result = run.result
+        latencies = {f"{key}_ms": value for key, value in result.latencies_ms.items()}
+        rows.append({
+            "file": run.name, "tool": run.tool, "model": run.model_name,
+            "tiers": run.tier_label, "ram_gib": run.ram_gib, "kv_dtype": run.kv_dtype,
+            "weights_offload": run.weights_offload, "context_tokens": run.context_tokens,
+            "concurrency": run.concurrency, "request_rate": run.request_rate,
+            "warm": run.warm, "completed": result.completed, "failed": result.failed,
+            **latencies, **result.throughputs, "duration_s": result.duration_s,
+            "host_ram_growth_gib": result.ram_growth_gib, **run.versions,
+            "numa_binding": run.numa_binding, "uploaded_at": run.created_at.isoformat(),
+        })  # fmt: skip
+    return rows

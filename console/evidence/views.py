@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import orjson
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.text import slugify
 
 from analysis.evidence import Slo
-from console import charts
+from console import charts, exports
 from console.evidence.forms import BenchUploadForm, SloForm
 from console.evidence.models import BenchRun
 from console.evidence.services import (
@@ -17,6 +19,7 @@ from console.evidence.services import (
     comparisons,
     matrix,
     request_rates,
+    runs_table,
 )
 from console.roles import can_analyze, reader_required
 
@@ -87,3 +90,25 @@ def evidence_compare(request: HttpRequest) -> HttpResponse:
                for i, group in enumerate(compared)}  # fmt: skip
     return render(request, "console/evidence_compare.html", {
         "model": model_name, "compared": compared, "figures": figures})  # fmt: skip
+
+
+@reader_required
+def evidence_runs_csv(request: HttpRequest) -> HttpResponse:
+    """Every run of one model, tags and numbers, for a spreadsheet."""
+    model_name = request.GET.get("model", "")
+    return _attachment(exports.runs_csv(runs_table(model_name)), "text/csv",
+                       f"kvscope-runs-{slugify(model_name) or 'model'}.csv")  # fmt: skip
+
+
+@reader_required
+def evidence_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
+    """A run's result file as it was uploaded (kept whole)."""
+    run = get_object_or_404(BenchRun, pk=pk)
+    body = orjson.dumps(run.raw, option=orjson.OPT_INDENT_2)
+    return _attachment(body, "application/json", f"kvscope-run-{run.pk}.json")
+
+
+def _attachment(content: str | bytes, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

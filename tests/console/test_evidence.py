@@ -3,6 +3,8 @@ tags, the matrix coloured against the SLO, and the boundary the engine computes.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -223,3 +225,26 @@ def test_the_matrix_of_one_request_rate(client, analyst):
     assert "TTFT 3000" in unlimited.content.decode()
     refused = client.get(reverse("evidence_matrix"), {**slo, "rate": "7"}).content.decode()
     assert "Select a valid choice" in refused
+
+
+def test_runs_download_as_csv_and_each_file_as_uploaded(client, analyst, auditor):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    files = [_file("c4.json", ttft=600.0, max_concurrency=4, host_ram_growth_gib=3.5),
+             _file("c16.json", ttft=1500.0, max_concurrency=16, failed=2)]  # fmt: skip
+    client.post(reverse("evidence_list"), {**TAGS, "tier": "ram", "ram_gib": "64",
+                                           "kv_dtype": "fp8", "files": files})  # fmt: skip
+    client.logout()
+    assert client.login(username=auditor.username, password=PASSWORD)  # readers may download
+    response = client.get(reverse("evidence_runs_csv"), {"model": "meta-llama/Llama-3.1-8B"})
+    assert response["Content-Disposition"] == (
+        'attachment; filename="kvscope-runs-meta-llamallama-31-8b.csv"')  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["file"], r["concurrency"], r["p99_ttft_ms"], r["failed"]) for r in rows] == [
+        ("c4.json", "4", "600.0", "0"), ("c16.json", "16", "1500.0", "2")]  # fmt: skip
+    assert rows[0]["tiers"] == "CPU RAM 64 GiB, KV fp8" and rows[0]["request_rate"] == "unlimited"
+    assert rows[0]["median_ttft_ms"] == "360.0" and rows[0]["host_ram_growth_gib"] == "3.5"
+    assert rows[0]["driver"] == "570.86" and rows[1]["host_ram_growth_gib"] == ""
+    run = BenchRun.objects.get(name="c16.json")
+    raw = client.get(reverse("evidence_run_raw", args=[run.pk]))
+    assert json.loads(raw.content) == run.raw and run.raw["failed"] == 2
+    assert client.get(reverse("evidence_run_raw", args=[run.pk + 99])).status_code == 404
