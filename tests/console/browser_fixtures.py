@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
+from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
+
+from tests.console.conftest import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -123,3 +125,12 @@ def browser_page(chromium, live_server, settings) -> Iterator[BrowserSession]:
         yield session
     finally:
         context.close()
+
+
+def sign_in(page: Page, username: str) -> None:
+    """Through the sign-in form, as a user would."""
+    page.goto("/accounts/login/")
+    page.locator("#id_username").fill(username)
+    page.locator("#id_password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("header .who")).to_have_text(username)

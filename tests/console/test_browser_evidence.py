@@ -9,27 +9,20 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from bench.generate import chat_requests, write_jsonl
 from console.models import FINISHED, BenchRun, Upload
 from console.services import upload_create
 from tests.analysis.test_evidence import vllm_result
 from tests.console import browser_fixtures
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.browser_fixtures import sign_in
+from tests.console.conftest import wait_for
 from tests.console.test_browser import _wait_for_charts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium
 browser_page = browser_fixtures.browser_page
-
-
-def _sign_in(page: Page, username: str) -> None:
-    page.goto("/accounts/login/")
-    page.locator("#id_username").fill(username)
-    page.locator("#id_password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("header .who")).to_have_text(username)
 
 
 @pytest.fixture
@@ -44,7 +37,7 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     browser_page, upload, analyst, tmp_path
 ):
     page, session = browser_page.page, browser_page
-    _sign_in(page, analyst.username)
+    sign_in(page, analyst.username)
 
     # --- the replay trace ----------------------------------------------------------------
     page.goto(f"/uploads/{upload.pk}/")

@@ -23,6 +23,7 @@ from console.policies.services import findings_for
 from console.services import analysis_create, upload_create
 from console.templatetags.kvscope import gib
 from tests.console import browser_fixtures
+from tests.console.browser_fixtures import sign_in
 from tests.console.conftest import PASSWORD, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,14 +69,6 @@ def evidence(tmp_path, analyst) -> Analysis:
     return _done(rerun.pk)
 
 
-def _sign_in(page: Page, username: str) -> None:
-    page.goto("/accounts/login/")
-    page.locator("#id_username").fill(username)
-    page.locator("#id_password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("header .who")).to_have_text(username)
-
-
 def _sign_out(page: Page) -> None:
     page.locator("header").get_by_role("button", name="Sign out").click()  # a POST form
     expect(page).to_have_url(re.compile(r"/accounts/login/$"))
@@ -98,7 +91,7 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     assert prefilled_gib > 0 and rec["tp"] == TP
 
     # --- the analyst drafts a policy from the analysis page -----------------------------
-    _sign_in(page, analyst.username)
+    sign_in(page, analyst.username)
     page.goto(f"/analyses/{evidence.pk}/")
     page.get_by_role("link", name="Draft a retention policy from this analysis").click()
     expect(page).to_have_url(re.compile(rf"/policies/new/\?analysis={evidence.pk}$"))
@@ -173,7 +166,7 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
 
     # --- the approver signs it off --------------------------------------------------------
     _sign_out(page)
-    _sign_in(page, approver.username)
+    sign_in(page, approver.username)
     page.goto(f"/policies/versions/{pk}/")
     expect(page.locator("[data-state]")).to_have_text("In review")
     page.locator("#approve-comment").fill(COMMENT)
