@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field, fields
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "std", "p99")
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+_PERCENTILE = r"p\d+(?:\.\d+)?"  # p99, p99.9
 # any percentile `vllm bench serve --metric-percentiles` wrote, e.g. p90_ttft_ms, p99.9_itl_ms
-_VLLM_PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+_VLLM_PERCENTILE = re.compile(rf"^({_PERCENTILE})_(ttft|tpot|itl|e2el)_ms$")
 # AIPerf metric tag -> our latency. AIPerf's inter_token_latency is per request
 # (latency - TTFT) / (tokens - 1): vLLM's TPOT. Its inter_chunk_latency is every gap between
 # streamed chunks: vLLM's ITL when each chunk carries one token.
@@ -133,7 +134,7 @@ def parse_vllm_result(obj: object) -> BenchResult:
     for key, value in obj.items():
         match = _VLLM_PERCENTILE.match(key)
         if match and value is not None:
-            latencies[f"p{match[1]}_{match[2]}"] = _number(value, key)
+            latencies[f"{match[1]}_{match[2]}"] = _number(value, key)
     throughputs = {k: _number(obj[k], k) for k in THROUGHPUTS if obj.get(k) is not None}
     completed = _count(obj["completed"], "completed")
     failed = _count(obj.get("failed", 0), "failed")
@@ -176,7 +177,7 @@ def parse_aiperf_summary(obj: dict) -> BenchResult:
         scale = _ms_per(block, tag)
         for name, value in block.items():
             stat = {"avg": "mean", "p50": "median"}.get(name, name)
-            wanted = stat in ("mean", "median", "std") or re.fullmatch(r"p\d+(?:\.\d+)?", stat)
+            wanted = stat in ("mean", "median", "std") or re.fullmatch(_PERCENTILE, stat)
             if wanted and value is not None:  # unset fields are left out, or null
                 key = f"{tag}.{name}"
                 latencies[f"{stat}_{metric}"] = _finite(_number(value, key) * scale, key)

@@ -228,7 +228,8 @@ def _is_id(value: str) -> bool:
     return value.isascii() and value.isdigit() and len(value) <= 18
 
 
-def _download(content: str | bytes, filename: str, content_type: str) -> HttpResponse:
+def download(content: str | bytes, filename: str, content_type: str) -> HttpResponse:
+    """A file the browser saves (not shows)."""
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -240,7 +241,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     stem = f"kvscope-analysis-{analysis.pk}"
     if what == "report.json":
         data = orjson.dumps(analysis.report, option=orjson.OPT_INDENT_2)
-        return _download(data, f"{stem}.json", "application/json")
+        return download(data, f"{stem}.json", "application/json")
     builders = {
         "curve.csv": exports.curve_csv,
         "series.csv": exports.series_csv,
@@ -248,7 +249,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     }
     if what not in builders:
         return HttpResponse(status=404)
-    return _download(builders[what](analysis.report), f"{stem}-{what}", "text/csv")
+    return download(builders[what](analysis.report), f"{stem}-{what}", "text/csv")
 
 
 @reader_required

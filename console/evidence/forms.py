@@ -80,8 +80,8 @@ class SloForm(forms.Form):
             del self.fields["rate"]
 
     def chosen_rate(self) -> float | str | None:
-        """None: unlimited; EVERY_RATE: no choice made."""
-        value = self.cleaned_data.get("rate") if hasattr(self, "cleaned_data") else ""
+        """Of a valid form: None for unlimited; EVERY_RATE when no rate was chosen."""
+        value = self.cleaned_data.get("rate")
         if not value:
             return EVERY_RATE
         return None if value == "unlimited" else float(value)

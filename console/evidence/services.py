@@ -68,7 +68,7 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
                 tier=tags["tier"], ram_gib=tags.get("ram_gib"), kv_dtype=tags.get("kv_dtype", ""),
                 weights_offload=bool(tags.get("weights_offload")),
                 context_tokens=tags["context_tokens"], concurrency=concurrency,
-                request_rate=tags.get("request_rate") or _finite(result.request_rate),
+                request_rate=tags.get("request_rate") or _limited_rate(result.request_rate),
                 warm=bool(tags.get("warm")),
                 versions={k: tags[k] for k in VERSION_KEYS if tags.get(k)},
                 topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
@@ -88,7 +88,7 @@ def _read(upload: UploadedFile) -> tuple[object, BenchResult]:
     return raw, parse_result(raw)
 
 
-def _finite(rate: float | None) -> float | None:
+def _limited_rate(rate: float | None) -> float | None:
     """vLLM's "inf" (no limit) is stored as no rate."""
     return None if rate is None or math.isinf(rate) else rate
 

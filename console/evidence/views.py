@@ -22,6 +22,7 @@ from console.evidence.services import (
     runs_table,
 )
 from console.roles import can_analyze, reader_required
+from console.views import download
 
 
 @reader_required
@@ -96,8 +97,11 @@ def evidence_compare(request: HttpRequest) -> HttpResponse:
 def evidence_runs_csv(request: HttpRequest) -> HttpResponse:
     """Every run of one model, tags and numbers, for a spreadsheet."""
     model_name = request.GET.get("model", "")
-    return _attachment(exports.runs_csv(runs_table(model_name)), "text/csv",
-                       f"kvscope-runs-{slugify(model_name) or 'model'}.csv")  # fmt: skip
+    return download(
+        exports.runs_csv(runs_table(model_name)),
+        f"kvscope-runs-{slugify(model_name) or 'model'}.csv",
+        "text/csv",
+    )
 
 
 @reader_required
@@ -105,10 +109,4 @@ def evidence_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
     body = orjson.dumps(run.raw, option=orjson.OPT_INDENT_2)
-    return _attachment(body, "application/json", f"kvscope-run-{run.pk}.json")
-
-
-def _attachment(content: str | bytes, content_type: str, filename: str) -> HttpResponse:
-    response = HttpResponse(content, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return download(body, f"kvscope-run-{run.pk}.json", "application/json")

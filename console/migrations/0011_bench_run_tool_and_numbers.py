@@ -14,10 +14,10 @@ def read_numbers(apps, schema_editor):
         try:
             result = parse_result(run.raw)
         except EvidenceError:
-            known = {k: v for k, v in run.raw.items()
-                     if k not in RAM_KEYS and not (k.startswith("p") and "_ms" in k)
-                     or k.startswith("p99_")}  # fmt: skip
-            result = parse_result(known)
+            # the old parser read p99_* and no other percentile, and no RAM key
+            dropped = {k for k in run.raw if k in RAM_KEYS or (
+                k.startswith("p") and k.endswith("_ms") and not k.startswith("p99_"))}
+            result = parse_result({k: v for k, v in run.raw.items() if k not in dropped})
         run.numbers, run.tool = result_to_json(result), result.tool
         run.save(update_fields=["numbers", "tool"])
 
