@@ -28,6 +28,9 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     message = models.TextField(blank=True)
     processed_by = models.CharField(max_length=200, blank=True)  # host:pid of the worker
+    # the running task's last sign of life: a running job whose beat is older than
+    # KVSCOPE_STALL_SECONDS has lost its worker (stalled: Retry, or taken over on redelivery)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     # the task could not be handed to the broker: queued again when a worker starts, or by
     # the Retry button
     dispatch_failed = models.BooleanField(default=False)

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 PGURL=${KVSCOPE_TEST_PG:-postgres://postgres@127.0.0.1:5432}
-DB=kvscope_ci
+DB=${KVSCOPE_CI_DB:-kvscope_ci}  # several checkouts on one machine: give each its own
 export CELERY_BROKER_URL=${KVSCOPE_TEST_BROKER:-redis://127.0.0.1:6379/15}
 export KVSCOPE_DATA_DIR=$(mktemp -d /tmp/kvscope-ci-data.XXXXXX)
 export KVSCOPE_HASH_KEY=ci-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
