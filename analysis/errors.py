@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -34,6 +35,12 @@ class ErrorLog:
     errors: list[dict] = field(default_factory=list)
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    # what would mend the bad lines seen so far, if one change would (a reader sets it:
+    # a trace read at the wrong block size); "" when nothing is known to help
+    advisor: Callable[[], str] | None = None
+
+    def advice(self) -> str:
+        return self.advisor() if self.advisor is not None else ""
 
     def skip(self, line: int, reason: str, file: str | None = None) -> None:
         self.skipped_lines += 1
@@ -44,7 +51,8 @@ class ErrorLog:
             self.errors.append(entry)
         if self.max_bad_lines is not None and self.skipped_lines > self.max_bad_lines:
             where = f"{file}, line {line}" if file else f"line {line}"
-            raise over_budget(self.skipped_lines, self.max_bad_lines, where, reason, self.errors)
+            raise over_budget(self.skipped_lines, self.max_bad_lines, where, reason, self.errors,
+                              self.advice())  # fmt: skip
 
     def note(self, message: str) -> None:
         if message not in self.notes:
@@ -52,11 +60,11 @@ class ErrorLog:
 
 
 def over_budget(
-    count: int, budget: int, where: str, reason: str, errors: list[dict]
+    count: int, budget: int, where: str, reason: str, errors: list[dict], advice: str = ""
 ) -> TooManyBadLines:
     return TooManyBadLines(
         f"stopped after {count:,} bad lines, past the budget of {budget:,} (the last: {where}: "
-        f"{reason}); a report from the rest would mislead",
+        f"{reason}); a report from the rest would mislead" + (f"; {advice}" if advice else ""),
         errors,
         count,
     )

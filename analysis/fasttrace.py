@@ -17,7 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from analysis.readers import GZIP_MAGIC, MAX_TOKENS, InflateLimit, ReadLimits, open_gzip
+from analysis.readers import (
+    GZIP_MAGIC,
+    MAX_TOKENS,
+    InflateLimit,
+    ReadLimits,
+    blocks_fit,
+    open_gzip,
+)
 from analysis.timestamps import _MAX_US
 
 _SCHEMA = pa.schema(
@@ -123,10 +130,10 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     flat = ids.combine_chunks()
     offsets = flat.offsets.to_numpy()
     nblocks = np.diff(offsets).astype(np.int64)
-    last = inputs - block_tokens * (nblocks - 1)
-    consistent = np.where(nblocks > 0, (last > 0) & (last <= block_tokens), inputs == 0)
-    if not consistent.all():
+    # a contradiction goes to the line reader, which names each line and the size that fits
+    if not blocks_fit(inputs, nblocks, block_tokens).all():
         return None
+    last = inputs - block_tokens * (nblocks - 1)
     keys = flat.values.to_numpy()[offsets[0] : offsets[-1]].astype(np.int64).view(np.uint64)
     return TraceColumns(
         t_us=np.rint(ms * 1000).astype(np.int64),

@@ -16,6 +16,7 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    TRACE_BLOCK_TOKENS,
     ByteRange,
     ChatReader,
     ChatRequest,
@@ -51,7 +52,7 @@ class Progress:
 
 ProgressFn = Callable[[Progress], None]
 
-DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
+DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": TRACE_BLOCK_TOKENS}
 FORMATS = ("auto", "chat", "mooncake")
 _PROGRESS_EVERY = 2000  # lines between progress reports
 _PREVIEW_CHARS = 200
@@ -667,12 +668,17 @@ def _read(
             line_no, reason = log_file.truncated
             log.skip(line_no, reason, names[file_index] if multi else None)
         done_bytes += log_file.size
+    advice = log.advice()  # a trace read at the wrong block size: name the one that fits
     if builder is None or not builder.requests:
         reason = log.errors[0]["reason"] if log.errors else "the file is empty"
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
         raise UnusableInput(
-            f"no usable request in {', '.join(names)}{first}", log.errors, log.skipped_lines
+            f"no usable request in {', '.join(names)}{first}" + (f"; {advice}" if advice else ""),
+            log.errors,
+            log.skipped_lines,
         )
+    if advice:
+        log.note(advice)
     report(total_bytes)
     return builder, names, log
 
@@ -711,6 +717,9 @@ def detect_format_or_none(obj: dict) -> str | None:
 def _builder(first: dict, options: IngestOptions, spill: SpillColumns | None) -> StreamBuilder:
     fmt = options.format if options.format != "auto" else detect_format(first)
     first = options.block_tokens if options.block_tokens is not None else DEFAULT_BLOCK_TOKENS[fmt]
+    if fmt == "mooncake" and DEFAULT_BLOCK_TOKENS[fmt] in options.extra_block_tokens:
+        # a trace has one block size: with several chosen, its own when it is among them
+        first = DEFAULT_BLOCK_TOKENS[fmt]
     sizes = (first,)
     if fmt == "chat":
         sizes += tuple(b for b in dict.fromkeys(options.extra_block_tokens) if b not in sizes)

@@ -37,6 +37,12 @@ DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
 INSTRUCTION_ROLES = frozenset({"system", "developer"})
 # No model has a context anywhere near this; larger counts are corrupt, not traffic.
 MAX_TOKENS = 1 << 40
+# A pre-hashed trace's own block size: Mooncake's hash_ids are 512-token prefix blocks.
+TRACE_BLOCK_TOKENS = 512
+# Sizes a trace's hash_ids may have been made with, tried when they contradict input_length
+# at the size asked for: the format's own first (the advice prefers it), then the usual
+# cache blocks and chunks (vLLM 16, LMCache 256, ...).
+TRACE_BLOCK_SIZES = (TRACE_BLOCK_TOKENS, 16, 32, 64, 128, 256, 1024, 2048)
 
 
 @dataclass(slots=True)
@@ -434,12 +440,37 @@ def _document_part(part: dict) -> tuple[str | None, str]:
 
 
 # --- Mooncake pre-hashed traces --------------------------------------------------------
+def blocks_fit(
+    input_length: int | np.ndarray, nblocks: int | np.ndarray, block_tokens: int
+) -> bool | np.ndarray:
+    """Whether `nblocks` hash_ids cover `input_length` (>= 0) tokens at `block_tokens` per
+    block: all full but the last, which holds 1..B tokens; no ids only for no tokens. For
+    ints (the line reader) and arrays (analysis.fasttrace): one rule on both paths."""
+    return ((nblocks - 1) * block_tokens < input_length) & (input_length <= nblocks * block_tokens)
+
+
 class MooncakeReader:
     name = "mooncake"
 
     def __init__(self, errors: ErrorLog, block_tokens: int):
         self._errors = errors
         self._block_tokens = block_tokens
+        # the other sizes every line's hash_ids fit so far, and how many lines contradict
+        # the size asked for: when all of them fit another size, the errors say so
+        self._fitting = [b for b in TRACE_BLOCK_SIZES if b != block_tokens]
+        self._contradictions = 0
+        errors.advisor = self.advice
+
+    def advice(self) -> str:
+        """What mends the contradicting lines, when one other block size fits every line
+        read ("" when none does, or nothing contradicts)."""
+        if not self._contradictions or not self._fitting:
+            return ""
+        size = self._fitting[0]  # the format's own when it fits (TRACE_BLOCK_SIZES' order)
+        own = ", or leave the block size to the format" if size == TRACE_BLOCK_TOKENS else ""
+        lines = f"{self._contradictions:,} line{'s' if self._contradictions != 1 else ''}"
+        return (f"hash_ids contradict input_length on {lines} at {self._block_tokens} tokens "
+                f"per block; they fit {size}: upload again with {size}{own}")  # fmt: skip
 
     def parse(self, obj: dict, line: int) -> TraceRequest:
         if "timestamp" not in obj:
@@ -450,9 +481,11 @@ class MooncakeReader:
             raise LineError("no input_length")
         hash_ids = _hash_ids(obj.get("hash_ids"))
         blocks = hash_ids.size
+        if blocks and self._fitting:
+            self._fitting = [b for b in self._fitting if blocks_fit(input_length, blocks, b)]
         # The last id holds input_length - B*(blocks-1) tokens, which must be 1..B.
-        last = input_length - self._block_tokens * (blocks - 1)
-        if blocks and not 0 < last <= self._block_tokens:
+        if blocks and not blocks_fit(input_length, blocks, self._block_tokens):
+            self._contradictions += 1
             raise LineError(
                 f"{blocks} hash_ids contradict input_length {input_length} at "
                 f"{self._block_tokens} tokens per block"

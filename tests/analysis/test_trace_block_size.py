@@ -1,0 +1,145 @@
+"""A pre-hashed trace read at another block size than its hash_ids were made with: every
+contradiction that fits one other size names it (line reader, column-wise reader, error
+budget, no usable line, partial read), and a trace keeps its own size unless overridden."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from analysis import IngestOptions, UnusableInput, ingest, ingest_streams
+from analysis.errors import TooManyBadLines
+from analysis.fasttrace import read_trace
+from analysis.readers import blocks_fit
+from bench.generate import mooncake_requests, write_jsonl
+
+KEY = b"test-secret-0123456789"
+FIT_512 = "they fit 512: upload again with 512, or leave the block size to the format"
+
+
+def _trace(tmp_path, rows: list[dict], name: str = "trace.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def mooncake(tmp_path):
+    """A generated trace of 512-token blocks (bench.generate), 300 requests; every third is
+    a short prompt of one block, which also fits 256 (as in Mooncake's own traces)."""
+    rows = list(mooncake_requests(300, seed=4))
+    for i in range(0, len(rows), 3):
+        rows[i] |= {"input_length": 50 + i % 200, "hash_ids": rows[i]["hash_ids"][:1]}
+    path = tmp_path / "moon.jsonl"
+    write_jsonl(iter(rows), path)
+    return path
+
+
+def _at_256(path) -> tuple[int, int]:
+    """(lines that contradict at 256, lines read) of a trace, counted directly."""
+    rows = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    bad = sum(
+        not (len(r["hash_ids"]) - 1) * 256 < r["input_length"] <= len(r["hash_ids"]) * 256
+        for r in rows
+    )
+    return bad, len(rows)
+
+
+def test_a_trace_read_at_256_names_512_as_the_size_that_fits(mooncake):
+    bad, total = _at_256(mooncake)
+    assert 0 < bad < total  # some lines also fit 256: a partial read
+    stream = ingest([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert stream.block_tokens == 256 and stream.skipped_lines == bad
+    assert stream.requests == total - bad
+    assert stream.notes == [
+        f"hash_ids contradict input_length on {bad:,} lines at 256 tokens per block; {FIT_512}"
+    ]
+    # read with its own size the same file is clean, and says nothing
+    own = ingest([mooncake], IngestOptions(hash_key=KEY))
+    assert own.block_tokens == 512 and own.skipped_lines == 0 and own.notes == []
+
+
+def test_the_error_budget_stop_carries_the_size_that_fits(mooncake):
+    with pytest.raises(TooManyBadLines) as stop:
+        ingest([mooncake], IngestOptions(hash_key=KEY, block_tokens=256, max_bad_lines=20))
+    message = str(stop.value)
+    assert message.startswith("stopped after 21 bad lines, past the budget of 20")
+    assert message.endswith(
+        f"a report from the rest would mislead; hash_ids contradict input_length on 21 lines "
+        f"at 256 tokens per block; {FIT_512}"
+    )
+    assert stop.value.skipped_lines == 21 and len(stop.value.errors) == 21
+
+
+def test_no_usable_line_names_the_size_that_fits(tmp_path):
+    # 1000 tokens in 2 blocks: 512-token blocks, never 256 (that would take 4)
+    rows = [{"timestamp": i, "input_length": 1000, "hash_ids": [i, i + 1]} for i in range(5)]
+    path = _trace(tmp_path, rows)
+    with pytest.raises(UnusableInput) as refused:
+        ingest([path], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert str(refused.value) == (
+        "no usable request in trace.jsonl (line 1: 2 hash_ids contradict input_length 1000 at "
+        f"256 tokens per block); hash_ids contradict input_length on 5 lines at 256 tokens "
+        f"per block; {FIT_512}"
+    )
+    assert refused.value.skipped_lines == 5
+
+
+def test_another_fitting_size_is_named_without_the_format_advice(tmp_path):
+    # vLLM-style 16-token blocks read at the trace default (512): 100 tokens in 7 blocks
+    rows = [{"timestamp": i, "input_length": 100, "hash_ids": list(range(7))} for i in range(3)]
+    with pytest.raises(UnusableInput) as refused:
+        ingest([_trace(tmp_path, rows)], IngestOptions(hash_key=KEY))
+    assert str(refused.value).endswith(
+        "hash_ids contradict input_length on 3 lines at 512 tokens per block; they fit 16: "
+        "upload again with 16"
+    )
+
+
+def test_no_advice_when_no_single_size_fits_every_line(tmp_path):
+    rows = [
+        {"timestamp": 0, "input_length": 1000, "hash_ids": [1, 2]},  # 512 (or 1000..) only
+        {"timestamp": 1, "input_length": 100, "hash_ids": list(range(7))},  # 16 only
+        {"timestamp": 2, "input_length": 200, "hash_ids": [9]},  # fine at 256
+    ]
+    stream = ingest([_trace(tmp_path, rows)], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert stream.requests == 1 and stream.skipped_lines == 2
+    assert stream.notes == []  # no size is named: none would mend both lines
+
+
+def test_a_good_line_that_would_break_at_the_other_size_vetoes_it(tmp_path):
+    rows = [
+        {"timestamp": 0, "input_length": 1000, "hash_ids": [1, 2]},  # fits 512, not 256
+        {"timestamp": 1, "input_length": 700, "hash_ids": [3, 4, 5]},  # 256 only: 512 takes 2
+    ]
+    stream = ingest([_trace(tmp_path, rows)], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert stream.requests == 1 and stream.skipped_lines == 1
+    assert stream.notes == []
+
+
+def test_line_reader_and_column_reader_share_one_rule(mooncake):
+    rows = [orjson.loads(line) for line in mooncake.read_bytes().splitlines()]
+    inputs = np.array([r["input_length"] for r in rows], dtype=np.int64)
+    nblocks = np.array([len(r["hash_ids"]) for r in rows], dtype=np.int64)
+    pairs = list(zip(inputs.tolist(), nblocks.tolist(), strict=True))
+    for size in (16, 256, 512, 1024):
+        vector = blocks_fit(inputs, nblocks, size)
+        scalar = [bool(blocks_fit(n, b, size)) for n, b in pairs]
+        assert vector.tolist() == scalar
+        assert scalar == [(b - 1) * size < n <= b * size for n, b in pairs]
+    # the column-wise reader takes the file only where the rule holds for every line
+    assert read_trace(mooncake, 512) is not None
+    assert read_trace(mooncake, 256) is None
+    assert read_trace(mooncake, 512).nblocks.tolist() == nblocks.tolist()
+
+
+def test_a_trace_keeps_its_own_size_when_it_is_among_those_chosen(mooncake):
+    streams = ingest_streams(
+        [mooncake], IngestOptions(hash_key=KEY, block_tokens=256, extra_block_tokens=(512,))
+    )
+    assert list(streams) == [512]
+    assert streams[512].skipped_lines == 0
+    # chosen alone, another size still overrides the trace's own
+    alone = ingest_streams([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert list(alone) == [256]
