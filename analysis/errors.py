@@ -13,12 +13,24 @@ class LineError(ValueError):
 class UnusableInput(ValueError):
     """Nothing usable came out of the input (empty file, no valid line, mixed formats...).
 
-    Carries what was skipped, so a caller can still write the details."""
+    Carries what was skipped, so a caller can still write the details: the requests read
+    before it stopped, and `advice` when one change of settings would mend the input (a
+    trace read at another block size than its own: the input is not lost, so keep it)."""
 
-    def __init__(self, message: str, errors: list[dict] | None = None, skipped_lines: int = 0):
+    def __init__(
+        self,
+        message: str,
+        errors: list[dict] | None = None,
+        skipped_lines: int = 0,
+        *,
+        advice: str = "",
+        requests: int = 0,
+    ):
         super().__init__(message)
         self.errors = errors or []
         self.skipped_lines = skipped_lines
+        self.advice = advice
+        self.requests = requests
 
 
 class TooManyBadLines(UnusableInput):
@@ -38,6 +50,8 @@ class ErrorLog:
     # what would mend the bad lines seen so far, if one change would (a reader sets it:
     # a trace read at the wrong block size); "" when nothing is known to help
     advisor: Callable[[], str] | None = None
+    # the requests read so far (the ingest sets it), for a budget stop to report them
+    requests_read: Callable[[], int] | None = None
 
     def advice(self) -> str:
         return self.advisor() if self.advisor is not None else ""
@@ -51,8 +65,9 @@ class ErrorLog:
             self.errors.append(entry)
         if self.max_bad_lines is not None and self.skipped_lines > self.max_bad_lines:
             where = f"{file}, line {line}" if file else f"line {line}"
+            read = self.requests_read() if self.requests_read is not None else 0
             raise over_budget(self.skipped_lines, self.max_bad_lines, where, reason, self.errors,
-                              self.advice())  # fmt: skip
+                              self.advice(), read)  # fmt: skip
 
     def note(self, message: str) -> None:
         if message not in self.notes:
@@ -60,11 +75,19 @@ class ErrorLog:
 
 
 def over_budget(
-    count: int, budget: int, where: str, reason: str, errors: list[dict], advice: str = ""
+    count: int,
+    budget: int,
+    where: str,
+    reason: str,
+    errors: list[dict],
+    advice: str = "",
+    requests: int = 0,
 ) -> TooManyBadLines:
     return TooManyBadLines(
         f"stopped after {count:,} bad lines, past the budget of {budget:,} (the last: {where}: "
         f"{reason}); a report from the rest would mislead" + (f"; {advice}" if advice else ""),
         errors,
         count,
+        advice=advice,
+        requests=requests,
     )

@@ -622,6 +622,7 @@ def _read(
     total_bytes = sum(f.size for f in files) or 1
     done_bytes = 0
     builder: StreamBuilder | None = None
+    log.requests_read = lambda: builder.requests if builder is not None else 0
     names = [f.path.name for f in files]
     multi = len(files) > 1
 
@@ -676,6 +677,7 @@ def _read(
             f"no usable request in {', '.join(names)}{first}" + (f"; {advice}" if advice else ""),
             log.errors,
             log.skipped_lines,
+            advice=advice,
         )
     if advice:
         log.note(advice)
@@ -871,7 +873,9 @@ def merge_parts(
             raise exc
     if not streams:
         errors = [e for exc in unusable for e in exc.errors]
-        raise UnusableInput(str(unusable[0]), errors, sum(x.skipped_lines for x in unusable))
+        advice = {x.advice for x in unusable}  # one for all parts, or none
+        raise UnusableInput(str(unusable[0]), errors, sum(x.skipped_lines for x in unusable),
+                            advice=advice.pop() if len(advice) == 1 else "")  # fmt: skip
     merged = merge_streams(streams)
     if unusable:
         merged.errors = sorted([*merged.errors, *(e for x in unusable for e in x.errors)],
@@ -880,5 +884,5 @@ def merge_parts(
     if max_bad_lines is not None and merged.skipped_lines > max_bad_lines:
         last = merged.errors[-1] if merged.errors else {"line": "?", "reason": "?"}
         raise over_budget(merged.skipped_lines, max_bad_lines, f"line {last['line']}",
-                          last["reason"], merged.errors)  # fmt: skip
+                          last["reason"], merged.errors, requests=merged.requests)  # fmt: skip
     return merged

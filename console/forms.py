@@ -10,13 +10,19 @@ from django import forms
 from django.utils import timezone
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES
+from analysis.ingest import DEFAULT_BLOCK_TOKENS
 from analysis.offload import DEFAULT_PCIE, DEFAULT_PREFILL_TOKENS_PER_S, PCIE_GB_S
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
 from console.sniff import refusal
 
+# The block-size choice "the format's own": stored as no explicit size (Upload.block_sizes
+# == []), so the engine takes each format's default (analysis.ingest.DEFAULT_BLOCK_TOKENS).
+FORMAT_OWN = 0
+_CHAT, _TRACE = DEFAULT_BLOCK_TOKENS["chat"], DEFAULT_BLOCK_TOKENS["mooncake"]
 BLOCK_SIZE_CHOICES = [
+    (FORMAT_OWN, f"The format's own (chat {_CHAT}, Mooncake {_TRACE} …)"),
     (16, "16 (vLLM block)"),
     (64, "64"),
     (128, "128"),
@@ -49,6 +55,49 @@ class MultipleFileField(forms.FileField):
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
 
+BLOCK_SIZES_HELP = (
+    f"The format's own is the default: {_CHAT} tokens for chat logs (LMCache's chunk), "
+    f"{_TRACE} for pre-hashed Mooncake traces (the size their hash_ids were made with). "
+    "Sizes you tick replace it. A chat log is keyed at every size ticked, chosen now: token "
+    "ids are never stored, so other sizes need a new upload. A pre-hashed trace has one "
+    "size: its own if ticked, else the smallest ticked."
+)
+
+
+def block_sizes_field() -> forms.TypedMultipleChoiceField:
+    """The block-size checkboxes of the upload form and of Retry (one definition)."""
+    return forms.TypedMultipleChoiceField(
+        choices=BLOCK_SIZE_CHOICES,
+        coerce=int,
+        initial=[FORMAT_OWN],
+        widget=forms.CheckboxSelectMultiple,
+        label="Block sizes (tokens)",
+        help_text=BLOCK_SIZES_HELP,
+        error_messages={"required": "Tick the format's own or at least one block size."},
+    )
+
+
+def chosen_block_sizes(ticked: list[int]) -> list[int]:
+    """What to store: the sizes ticked (explicit ticks override the format's own), or []
+    for the format's own alone."""
+    return sorted({size for size in ticked if size != FORMAT_OWN})
+
+
+def block_sizes_initial(stored: list[int]) -> list[int]:
+    """The checkboxes ticked for stored sizes (a retry starts from what was chosen)."""
+    return list(stored) or [FORMAT_OWN]
+
+
+class RetryForm(forms.Form):
+    """Retry a failed ingest, with the block sizes changed if need be (a trace read at
+    the wrong size fails every line; the message names the size that fits)."""
+
+    block_sizes = block_sizes_field()
+
+    def clean_block_sizes(self) -> list[int]:
+        return chosen_block_sizes(self.cleaned_data["block_sizes"])
+
+
 class UploadForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="e.g. “prod-eu, Monday”")
     files = MultipleFileField(
@@ -64,15 +113,7 @@ class UploadForm(forms.Form):
         ],
         initial="auto",
     )
-    block_sizes = forms.TypedMultipleChoiceField(
-        choices=BLOCK_SIZE_CHOICES,
-        coerce=int,
-        initial=[256],
-        widget=forms.CheckboxSelectMultiple,
-        label="Block sizes (tokens)",
-        help_text="Chosen now: token ids are never stored, so other sizes need a new upload. "
-        "Pre-hashed traces keep their own (512).",
-    )
+    block_sizes = block_sizes_field()
     trace_tails = forms.ChoiceField(
         choices=[
             ("cached", "Cached, like every block (Mooncake's convention)"),
@@ -113,6 +154,9 @@ class UploadForm(forms.Form):
         if problems:
             raise forms.ValidationError(problems)
         return files
+
+    def clean_block_sizes(self) -> list[int]:
+        return chosen_block_sizes(self.cleaned_data["block_sizes"])
 
     def clean(self):
         data = super().clean()

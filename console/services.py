@@ -28,6 +28,7 @@ from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_fo
 from analysis.errors import TooManyBadLines
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
+from analysis.stream import stream_meta
 from console import charts
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
@@ -44,6 +45,18 @@ DEFAULT_PARAMS = {
     "min_reuses": 2,
     "doc_min_tokens": 512,
 }
+# The block size the automatic first analysis runs on (and the analysis form's default)
+# when several were ingested: the chat default, LMCache's 256-token chunk, if it is among
+# them; else the format's own if it is (a trace's 512); else the smallest.
+FIRST_ANALYSIS_BLOCK_TOKENS = DEFAULT_BLOCK_TOKENS["chat"]
+
+
+def first_analysis_block_size(sizes: Sequence[int], source_format: str) -> int:
+    """Which of an upload's stored block sizes the default analysis uses."""
+    if FIRST_ANALYSIS_BLOCK_TOKENS in sizes:
+        return FIRST_ANALYSIS_BLOCK_TOKENS
+    own = DEFAULT_BLOCK_TOKENS.get(source_format)
+    return own if own in sizes else min(sizes)
 
 
 class RetryRefused(Exception):
@@ -234,11 +247,19 @@ def _enqueue_ingest(upload_id: int, queue: str | None = None) -> None:
     _dispatch(ingest_upload_task, upload_id, queue)
 
 
-def upload_retry(*, upload: Upload) -> Upload:
-    """Queue a failed ingest again, if its raw files are still there."""
+def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None) -> Upload:
+    """Queue a failed ingest again, if its raw files are still there. `block_sizes`
+    replaces the sizes chosen at upload ([]: the format's own; None: keep them)."""
     if not upload.raw_paths or not all(Path(p).exists() for p in upload.raw_paths):
         raise RetryRefused("The raw files are gone; upload the log again.")
+    if block_sizes is not None and any(size < 1 for size in block_sizes):
+        raise ValueError(f"block sizes must be positive: {list(block_sizes)}")
+    new_sizes = {} if block_sizes is None else {"block_sizes": sorted(set(block_sizes))}
     claimed = Upload.objects.filter(pk=upload.pk, status=JobStatus.FAILED).update(
+        **new_sizes,
+        # what the failed run read (kept on the failed row for its page) starts over
+        errors=[],
+        skipped_lines=0,
         status=JobStatus.PENDING,
         dispatch_failed=False,
         stage="",
@@ -303,16 +324,20 @@ def _clear_leftovers(upload_id: int) -> None:
 _DB_LOST = (OperationalError, InterfaceError)
 
 
-def _fail(model, pk: int, message: str, run=None) -> None:
+def _fail(model, pk: int, message: str, run=None, **fields) -> None:
     """Mark a job failed; if the database is away (a restart), reconnect and try again
     for about a minute rather than leave the job "running" with nobody on it. With `run`
     (the claim's started_at), only while that run still owns the job: a run that was
-    taken over never overwrites its successor's outcome."""
+    taken over never overwrites its successor's outcome. `fields`: more columns to write
+    with the failure."""
     owned = {"status": JobStatus.RUNNING, "started_at": run} if run is not None else {}
     for attempt in range(8):
         try:
             model.objects.filter(pk=pk, **owned).update(
-                status=JobStatus.FAILED, finished_at=timezone.now(), message=message[:2000]
+                status=JobStatus.FAILED,
+                finished_at=timezone.now(),
+                message=message[:2000],
+                **fields,
             )
             return
         except _DB_LOST:
@@ -422,7 +447,8 @@ def upload_ingest_part(
         )
     except UnusableInput as exc:
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
-                "budget": isinstance(exc, TooManyBadLines)}  # fmt: skip
+                "budget": isinstance(exc, TooManyBadLines), "advice": exc.advice,
+                "requests": exc.requests}  # fmt: skip
         _write_note(folder, note)
     except Exception as exc:  # the chord must still reach its callback, which says it
         log.exception("part %s of upload %s failed", index, upload_id)
@@ -450,7 +476,9 @@ def _read_parts(upload_id: int, parts: int) -> tuple[dict[int, list[BlockStream]
             if "failed" in note:
                 raise PartFailed(f"part {i + 1} of {parts}: {note['failed']}")
             kind = TooManyBadLines if note.get("budget") else UnusableInput
-            unusable.append(kind(note["reason"], note["errors"], note["skipped_lines"]))
+            unusable.append(kind(note["reason"], note["errors"], note["skipped_lines"],
+                                 advice=note.get("advice", ""),
+                                 requests=note.get("requests", 0)))  # fmt: skip
             continue
         streams = sorted(folder.glob("b*"))
         if not streams:
@@ -490,9 +518,19 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
 
 def _ingest_failed(upload: Upload, exc: Exception) -> None:
     if isinstance(exc, UnusableInput):
-        _fail(Upload, upload.pk, str(exc), upload.started_at)
-        if upload.keep_raw_until is None:  # nothing to retry: the bytes stay unusable
-            upload_delete_raw(upload_id=upload.pk)
+        # with what was skipped, so the page's counts and its table of skipped lines say
+        # what went wrong; the requests read before a budget stop as the engine counted
+        # them (else requests_done keeps the last progress: a zip bomb's stop has none)
+        _fail(Upload, upload.pk, str(exc), upload.started_at, errors=exc.errors,
+              skipped_lines=exc.skipped_lines, skipped_so_far=exc.skipped_lines,
+              **({"requests_done": exc.requests} if exc.requests else {}))  # fmt: skip
+        if upload.keep_raw_until is None:
+            if exc.advice:  # another block size reads it: kept a day for Retry, then purged
+                Upload.objects.filter(pk=upload.pk).update(
+                    keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
+                )
+            else:  # nothing to retry: the bytes stay unusable
+                upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
     if isinstance(exc, _DB_LOST):
@@ -507,11 +545,12 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
 
 
 def _finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
-    """Run the default analysis on the first stored stream, mark the upload done."""
+    """Run the default analysis (see first_analysis_block_size), mark the upload done."""
     upload_id = upload.pk
     try:
         paths = {str(size): str(folder) for size, folder in folders.items()}
-        first = BlockStream.load(next(iter(folders.values())))
+        source_format = stream_meta(next(iter(folders.values())))["source_format"]
+        first = BlockStream.load(folders[first_analysis_block_size(list(folders), source_format)])
         Upload.objects.filter(pk=upload_id).update(stage="analyzing")
         params = dict(DEFAULT_PARAMS)
         report = analyze(first, analysis_params(**params), progress=None)
@@ -590,8 +629,11 @@ def purge_expired_raw() -> int:
 
 
 def default_block_size(upload: Upload) -> int:
+    """The analysis form's block size when no analysis is done yet: as the first one's."""
     sizes = upload.available_block_sizes
-    return sizes[0] if sizes else DEFAULT_BLOCK_TOKENS.get(upload.source_format, 256)
+    if sizes:
+        return first_analysis_block_size(sizes, upload.source_format)
+    return DEFAULT_BLOCK_TOKENS.get(upload.source_format, FIRST_ANALYSIS_BLOCK_TOKENS)
 
 
 def _figure_pairs(report: dict) -> list:

@@ -19,7 +19,15 @@ from analysis.replay import ReplayOptions, replay_lines
 from analysis.replay import summary as replay_summary
 from analysis.stream import stream_meta
 from console import charts, exports
-from console.forms import AnalysisForm, OffloadForm, ReplayForm, UploadForm, analysis_initial
+from console.forms import (
+    AnalysisForm,
+    OffloadForm,
+    ReplayForm,
+    RetryForm,
+    UploadForm,
+    analysis_initial,
+    block_sizes_initial,
+)
 from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, can_author, reader_required
 from console.services import (
@@ -31,7 +39,7 @@ from console.services import (
     upload_create,
     upload_retry,
 )
-from console.uploads import human_bytes
+from console.uploads import files_refused, human_bytes
 
 
 @require_GET
@@ -56,6 +64,9 @@ def upload_new(request: HttpRequest) -> HttpResponse:
             form = UploadForm(request.POST)
             form.is_valid()
             form.add_error("files", f"The upload is larger than the limit of {limit}.")
+        elif too_many := files_refused(request):
+            form.is_valid()  # the other fields' errors are shown with it
+            form.add_error("files", too_many)
         elif form.is_valid():
             data = form.cleaned_data
             try:
@@ -75,7 +86,8 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                 return redirect("upload_detail", pk=upload.pk)
     else:
         form = UploadForm()
-    return render(request, "console/upload_new.html", {"form": form, "limit": limit})
+    return render(request, "console/upload_new.html", {
+        "form": form, "limit": limit, "max_files": settings.KVSCOPE_UPLOAD_MAX_FILES})  # fmt: skip
 
 
 def _job_json(job, **extra) -> dict:
@@ -118,8 +130,17 @@ def upload_status(request: HttpRequest, pk: int) -> JsonResponse:
 
 @reader_required
 def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    upload = get_object_or_404(Upload, pk=pk)
+    return _upload_page(request, get_object_or_404(Upload, pk=pk))
+
+
+def _upload_page(
+    request: HttpRequest, upload: Upload, retry_form: RetryForm | None = None, status: int = 200
+) -> HttpResponse:
+    """The upload's page; for a failed ingest with its raw files, Retry with the block
+    sizes offered again (prefilled with those chosen), or `retry_form` with its errors."""
     analyses = list(upload.analyses.select_related("created_by"))
+    if retry_form is None and upload.status == JobStatus.FAILED and upload.raw_paths:
+        retry_form = RetryForm(initial={"block_sizes": block_sizes_initial(upload.block_sizes)})
     form = None
     if upload.streams and can_analyze(request.user):
         latest = next((a for a in analyses if a.status == JobStatus.DONE), None)
@@ -136,17 +157,27 @@ def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "upload": upload,
             "analyses": analyses,
             "form": form,
+            "retry_form": retry_form,
             "can_analyze": can_analyze(request.user),
         },
+        status=status,
     )
 
 
 @require_POST
 @analyst_required
 def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Retry; from the page's form (`sizes_shown`) with the block sizes ticked there, else
+    (a bare POST) with the sizes chosen before."""
     upload = get_object_or_404(Upload, pk=pk)
+    block_sizes = None
+    if request.POST.get("sizes_shown"):
+        form = RetryForm(request.POST)
+        if not form.is_valid():
+            return _upload_page(request, upload, retry_form=form, status=400)
+        block_sizes = form.cleaned_data["block_sizes"]
     try:
-        upload_retry(upload=upload)
+        upload_retry(upload=upload, block_sizes=block_sizes)
         messages.success(request, "The ingest is queued again.")
     except RetryRefused as exc:
         messages.error(request, str(exc))

@@ -22,6 +22,7 @@ from console.evidence.services import (
     runs_table,
 )
 from console.roles import can_analyze, reader_required
+from console.uploads import files_refused
 from console.views import download
 
 
@@ -34,6 +35,9 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         return render(request, "403.html", {"exception": "Only analysts upload runs."},
                       status=403)  # fmt: skip
+    if request.method == "POST" and form is not None and (too_many := files_refused(request)):
+        form.is_valid()
+        form.add_error("files", too_many)  # past the limit none was read: never a part
     if request.method == "POST" and form is not None and form.is_valid():
         data = form.cleaned_data
         try:

@@ -52,10 +52,13 @@
       $("[data-rate]").textContent = fmtBytes(rate) + "/s";
       $("[data-eta]").textContent = fmtTime((data.total - data.done) / rate);
     }
-    const req = $("[data-requests]");
-    if (req && data.requests !== undefined) req.textContent = data.requests.toLocaleString();
-    const skipped = $("[data-skipped]");
-    if (skipped && data.skipped !== undefined) skipped.textContent = data.skipped.toLocaleString();
+    // the panel's counters and the page's details box (data-live-*) show the same numbers
+    const counts = [["[data-requests], [data-live-requests]", data.requests],
+                    ["[data-skipped], [data-live-skipped]", data.skipped]];
+    for (const [selector, value] of counts) {
+      if (value === undefined) continue;
+      for (const el of document.querySelectorAll(selector)) el.textContent = value.toLocaleString("en-US");
+    }
     if (data.finished) {
       panel.dataset.finished = data.status;
       window.location.reload();

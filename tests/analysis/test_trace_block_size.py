@@ -70,6 +70,13 @@ def test_the_error_budget_stop_carries_the_size_that_fits(mooncake):
         f"at 256 tokens per block; {FIT_512}"
     )
     assert stop.value.skipped_lines == 21 and len(stop.value.errors) == 21
+    assert stop.value.advice == message.rsplit("mislead; ", 1)[1]  # for the console to keep it
+    # the requests read before the stop, for the page to show what its progress showed
+    rows = [orjson.loads(line) for line in mooncake.read_bytes().splitlines()]
+    fits = [(len(r["hash_ids"]) - 1) * 256 < r["input_length"] <= len(r["hash_ids"]) * 256
+            for r in rows]  # fmt: skip
+    before_stop = fits[: [i for i, ok in enumerate(fits) if not ok][20]]
+    assert stop.value.requests == sum(before_stop) > 0
 
 
 def test_no_usable_line_names_the_size_that_fits(tmp_path):

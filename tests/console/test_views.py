@@ -95,7 +95,8 @@ def test_upload_form_ingests_every_block_size_and_runs_the_default_analysis(clie
     assert done_upload.status == "done", done_upload.message
     assert done_upload.available_block_sizes == [64, 256]
     analysis = Analysis.objects.get(upload=done_upload)
-    assert analysis.block_tokens == 64  # the smallest chosen size comes first
+    # the chat default when it is ticked (services.FIRST_ANALYSIS_BLOCK_TOKENS), not the smallest
+    assert analysis.block_tokens == 256
     page = client.get(reverse("upload_detail", args=[done_upload.pk])).content.decode()
     assert f"#{analysis.pk}" in page and "Compare selected" in page
     status = client.get(reverse("upload_status", args=[done_upload.pk])).json()
@@ -194,11 +195,11 @@ def test_downloads_match_the_stored_report(client, done_upload):
 
 def test_compare_shows_both_and_the_difference(client, done_upload):
     first = Analysis.objects.get(upload=done_upload)
-    stream = BlockStream.load(done_upload.streams["64"])
+    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])  # the same stream
     params = dict(first.params, tp=2, headroom=0.5)
     second = Analysis.objects.create(
         upload=done_upload,
-        block_tokens=64,
+        block_tokens=first.block_tokens,
         params=params,
         status="done",
         report=analyze(stream, analysis_params(**params)).to_dict(),

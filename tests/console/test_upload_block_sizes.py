@@ -1,0 +1,305 @@
+"""The upload form and Retry, through the real views (issue #12): a pre-hashed trace keeps
+its own block size unless the user ticks another; a contradiction names the size that
+fits and Retry can change the sizes; a failed ingest shows the counts its status showed;
+too many files and over-long file names are form errors, never a bare 400 or a 500."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from analysis import analyze, ingest
+from bench.generate import chat_requests, mooncake_requests, write_jsonl
+from console.engine import analysis_params, ingest_options
+from console.forms import BLOCK_SIZES_HELP, FORMAT_OWN
+from console.models import Analysis, Upload
+from console.services import (
+    DEFAULT_PARAMS,
+    FIRST_ANALYSIS_BLOCK_TOKENS,
+    first_analysis_block_size,
+    upload_retry,
+)
+from tests.console.conftest import PASSWORD, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHARED_TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
+FIT_512 = "at 256 tokens per block; they fit 512: upload again with 512, or leave the block size to the format"  # noqa: E501
+
+
+@pytest.fixture
+def trace(tmp_path) -> Path:
+    """The first 2,000 lines of Mooncake's published synthetic trace (its 512-token
+    hash_ids), or, where that file is not on the machine, a generated one like it."""
+    path = tmp_path / "mooncake-trace.jsonl"
+    if SHARED_TRACE.exists():
+        with open(SHARED_TRACE, "rb") as src:
+            path.write_bytes(b"".join(line for _, line in zip(range(2000), src, strict=False)))
+    else:
+        rows = list(mooncake_requests(2000, seed=12))
+        for i in range(0, len(rows), 3):  # short prompts of one block also fit 256
+            rows[i] |= {"input_length": 60 + i % 190, "hash_ids": rows[i]["hash_ids"][:1]}
+        write_jsonl(iter(rows), path)
+    return path
+
+
+def _rows(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _fits(row: dict, size: int) -> bool:
+    blocks = len(row["hash_ids"])
+    return (blocks - 1) * size < row["input_length"] <= blocks * size
+
+
+def _login(client, user) -> None:
+    assert client.login(username=user.username, password=PASSWORD)
+
+
+def _post_upload(client, files, **extra):
+    data = {"name": "trace day", "files": files, "format": "auto",
+            "block_sizes": [str(FORMAT_OWN)], "retention": "delete", **extra}  # fmt: skip
+    return client.post(reverse("upload_new"), data)
+
+
+def _finished(pk: int):
+    def check():
+        """the upload to finish"""
+        row = Upload.objects.get(pk=pk)
+        return row if row.finished else None
+
+    return check
+
+
+def _facts(page: str) -> dict[str, str]:
+    """The details box (dl.facts) as {term: value}."""
+    box = re.search(r'<dl class="facts">(.*?)</dl>', page, re.S).group(1)
+    return dict(re.findall(r"<dt>(.*?)</dt><dd[^>]*>(.*?)</dd>", box, re.S))
+
+
+def _checked_sizes(page: str) -> list[str]:
+    return re.findall(r'<input type="checkbox" name="block_sizes" value="(\d+)"[^>]*checked', page)
+
+
+def test_the_form_offers_the_formats_own_block_size_by_default(client, analyst):
+    _login(client, analyst)
+    page = client.get(reverse("upload_new")).content.decode()
+    assert _checked_sizes(page) == [str(FORMAT_OWN)]  # the only one ticked
+    assert "The format&#x27;s own (chat 256, Mooncake 512 …)" in page
+    assert (
+        "256 tokens for chat logs" in BLOCK_SIZES_HELP and "512 for pre-hashed" in BLOCK_SIZES_HELP
+    )
+    assert BLOCK_SIZES_HELP.replace("'", "&#x27;") in page
+
+
+def test_a_trace_uploaded_with_the_form_defaults_is_read_at_its_own_512(client, analyst, trace):
+    _login(client, analyst)
+    with open(trace, "rb") as fh:
+        response = _post_upload(client, [fh])
+    assert response.status_code == 302
+    upload = wait_for(_finished(Upload.objects.get().pk))
+    assert upload.status == "done", upload.message
+    assert upload.block_sizes == []  # the format's own: stored as no explicit size
+    assert upload.available_block_sizes == [512] and upload.source_format == "mooncake"
+    assert upload.requests == len(_rows(trace)) == 2000 and upload.skipped_lines == 0
+    analysis = Analysis.objects.get(upload=upload)
+    assert analysis.block_tokens == 512
+    direct = analyze(ingest([trace], ingest_options()), analysis_params(**DEFAULT_PARAMS))
+    assert analysis.report["recommendation"] == direct.to_dict()["recommendation"]
+    assert analysis.report["distinct_blocks"] == direct.distinct_blocks
+
+
+def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
+    client, analyst, trace, settings
+):
+    settings.KVSCOPE_MAX_BAD_LINES = 1000  # the issue's budget stop, on a 2,000-line copy
+    rows = _rows(trace)
+    bad_at_256 = [i for i, row in enumerate(rows) if not _fits(row, 256)]
+    assert len(bad_at_256) > 1000 and all(_fits(row, 512) for row in rows)
+    _login(client, analyst)
+    with open(trace, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["256"])  # ticked: overrides the trace's own
+    failed = wait_for(_finished(Upload.objects.get().pk))
+    assert failed.status == "failed" and failed.block_sizes == [256]
+    assert failed.message.startswith("stopped after 1,001 bad lines, past the budget of 1,000")
+    assert failed.message.endswith(FIT_512)
+    # the bytes are readable at 512: kept a day for Retry, though retention said delete
+    assert failed.raw_paths and all(Path(p).exists() for p in failed.raw_paths)
+    assert failed.keep_raw_until == timezone.localdate() + dt.timedelta(days=1)
+
+    # the details box shows what the status showed: the requests read and lines skipped
+    read_before_stop = len(rows[: bad_at_256[1000]]) - 1000
+    status = client.get(reverse("upload_status", args=[failed.pk])).json()
+    assert (status["requests"], status["skipped"]) == (read_before_stop, 1001)
+    page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
+    facts = _facts(page)
+    assert facts["Requests read"] == f"{read_before_stop:,}"
+    assert facts["Lines skipped"] == "1,001"
+    assert "1,001 lines skipped — see why" in page  # the table of skipped lines
+    first_bad = rows[bad_at_256[0]]
+    assert (f"{len(first_bad['hash_ids'])} hash_ids contradict input_length "
+            f"{first_bad['input_length']} at 256 tokens per block") in page  # fmt: skip
+    # Retry offers the block sizes again, prefilled with those chosen
+    assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
+
+    response = client.post(reverse("upload_retry", args=[failed.pk]),
+                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
+    assert response.status_code == 302
+    done = wait_for(_finished(failed.pk))
+    assert done.status == "done", done.message
+    assert done.block_sizes == [512] and done.available_block_sizes == [512]
+    assert (done.requests, done.skipped_lines, done.errors) == (2000, 0, [])
+    assert Analysis.objects.get(upload=done).block_tokens == 512
+    assert (
+        _facts(client.get(reverse("upload_detail", args=[done.pk])).content.decode())["Requests"]
+        == "2,000"
+    )
+
+
+def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
+    client, analyst, trace, settings
+):
+    settings.KVSCOPE_MAX_BAD_LINES = 10
+    _login(client, analyst)
+    with open(trace, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["256", "64"])
+    failed = wait_for(_finished(Upload.objects.get().pk))
+    assert failed.status == "failed" and failed.block_sizes == [64, 256]
+    # a trace has one size: the smallest ticked, as the help text says
+    assert "at 64 tokens per block; they fit 512" in failed.message
+    response = client.post(reverse("upload_retry", args=[failed.pk]), {"sizes_shown": "1"})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert re.search(r'id="id_block_sizes_error"><p class="error" role="alert">Tick the '
+                     r"format&#x27;s own or at least one block size.</p>", page)  # fmt: skip
+    again = Upload.objects.get(pk=failed.pk)
+    assert (again.status, again.finished_at, again.block_sizes) == (
+        "failed", failed.finished_at, [64, 256])  # fmt: skip
+
+
+def test_retry_with_the_formats_own_stores_no_explicit_size(trace, settings):
+    from console.services import upload_create
+
+    settings.KVSCOPE_MAX_BAD_LINES = 10
+    upload = wait_for(_finished(upload_create(name="t", sources=[trace], block_sizes=[128]).pk))
+    assert upload.status == "failed" and upload.block_sizes == [128]
+    assert upload.message.endswith(
+        "at 128 tokens per block; they fit 512: upload again with 512, or leave the block "
+        "size to the format"
+    )
+    upload_retry(upload=upload, block_sizes=[])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == "done" and done.block_sizes == [] and done.available_block_sizes == [512]
+
+
+def test_the_first_analysis_runs_on_256_if_ticked_else_the_formats_own_else_the_first():
+    assert FIRST_ANALYSIS_BLOCK_TOKENS == 256
+    assert first_analysis_block_size([16, 64, 256, 512], "chat") == 256
+    assert first_analysis_block_size([64, 128], "chat") == 64
+    assert first_analysis_block_size([512], "mooncake") == 512
+    assert first_analysis_block_size([256], "mooncake") == 256
+    assert first_analysis_block_size([128, 512], "mooncake") == 512
+    assert first_analysis_block_size([128, 1024], "mooncake") == 128
+
+
+def test_a_chat_upload_without_256_runs_its_first_analysis_on_the_smallest(
+    client, analyst, chat_log
+):
+    _login(client, analyst)
+    with open(chat_log, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["128", "64"])
+    upload = wait_for(_finished(Upload.objects.get().pk))
+    assert upload.available_block_sizes == [64, 128]
+    assert Analysis.objects.get(upload=upload).block_tokens == 64
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert re.search(r'<option value="64" selected>', page)  # the re-analysis form's default
+
+
+def test_a_running_upload_shows_its_live_counts_in_the_details_box(client, analyst):
+    _login(client, analyst)
+    upload = Upload.objects.create(name="busy", status="running", stage="reading",
+                                   requests_done=16_000, skipped_so_far=12)  # fmt: skip
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    facts = _facts(page)
+    assert (facts["Requests"], facts["Lines skipped"]) == ("16,000", "12")
+    assert "data-live-requests" in page and "data-live-skipped" in page  # progress.js updates
+
+
+def _named(name: str, content: bytes = b'{"timestamp": 1, "messages": []}\n') -> io.BytesIO:
+    """A file for the test client to send under `name` (any length: it is never on disk)."""
+    fh = io.BytesIO(content)
+    fh.name = name
+    return fh
+
+
+def test_more_files_than_the_limit_is_a_form_error_not_a_bare_400(client, analyst):
+    _login(client, analyst)
+    limit = settings.KVSCOPE_UPLOAD_MAX_FILES
+    assert limit == 100  # documented in settings, RELIABILITY.md and on the form
+    assert f"and {limit} files per upload" in client.get(reverse("upload_new")).content.decode()
+    files = [_named(f"part-{i:03d}.jsonl") for i in range(limit + 1)]
+    response = _post_upload(client, files, name="many parts")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert re.search(r'id="id_files_error"><p class="error" role="alert">At most 100 files per '
+                     r"upload; 101 were chosen\.", page)  # fmt: skip
+    assert 'value="many parts"' in page  # what was valid is kept
+    assert not Upload.objects.exists()
+
+
+def test_the_file_limit_keeps_the_files_before_it_whole(
+    client, analyst, settings, chat_log, tmp_path
+):
+    settings.KVSCOPE_UPLOAD_MAX_FILES = 2
+    _login(client, analyst)
+    data = chat_log.read_bytes()
+    other = tmp_path / "other.jsonl"  # other request ids: no line of it is a repeat
+    rows = chat_requests(80, seed=9, documents=4, doc_words=(100, 300))
+    write_jsonl(({**row, "id": f"b-{row['id']}"} for row in rows), other)
+    response = _post_upload(
+        client, [_named("a.jsonl", data), _named("b.jsonl", other.read_bytes())]
+    )
+    assert response.status_code == 302  # at the limit: accepted, both stored whole
+    upload = wait_for(_finished(Upload.objects.get().pk))
+    assert upload.raw_names == ["a.jsonl", "b.jsonl"]
+    assert (upload.requests, upload.skipped_lines) == (120 + 80, 0)
+    response = _post_upload(client, [_named(f"{c}.jsonl", data) for c in "abc"])
+    assert "At most 2 files per upload; 3 were chosen." in response.content.decode()
+    assert Upload.objects.count() == 1
+
+
+def test_evidence_uploads_past_the_file_limit_are_a_form_error(client, analyst, settings):
+    settings.KVSCOPE_UPLOAD_MAX_FILES = 1
+    _login(client, analyst)
+    files = [_named("a.json", b"{}"), _named("b.json", b"{}")]
+    response = client.post(reverse("evidence_list"), {"files": files})
+    assert response.status_code == 200
+    assert "At most 1 files per upload; 2 were chosen." in response.content.decode()
+
+
+def test_an_over_long_file_name_is_cut_safely_keeping_its_extension(client, analyst, chat_log):
+    _login(client, analyst)
+    name = "x" * 300 + ".jsonl"
+    response = _post_upload(client, [_named(name, chat_log.read_bytes())])
+    assert response.status_code == 302
+    upload = wait_for(_finished(Upload.objects.get().pk))
+    assert upload.status == "done", upload.message
+    assert upload.raw_names == ["x" * 249 + ".jsonl"] and len(upload.raw_names[0]) == 255
+
+
+def test_an_over_long_extension_is_a_form_error_not_a_500(client, analyst):
+    _login(client, analyst)
+    response = _post_upload(client, [_named("log." + "y" * 300)], name="long")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert re.search(r'id="id_files_error"><p class="error" role="alert">log\.y{15}: not a log '
+                     r"file name \(expected \.jsonl", page)  # fmt: skip
+    assert not Upload.objects.exists()
