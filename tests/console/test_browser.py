@@ -141,8 +141,10 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     expect(page.get_by_role("heading", name="Upload request logs")).to_be_visible()
     page.locator("#id_name").fill("browser day")
     page.locator("#id_files").set_input_files(gz_log)
+    own = page.locator("input[name=block_sizes][value='0']")
+    expect(own).to_be_checked()  # initial: the format's own
     page.locator("input[name=block_sizes][value='64']").check()
-    expect(page.locator("input[name=block_sizes][value='256']")).to_be_checked()  # initial
+    page.locator("input[name=block_sizes][value='256']").check()  # ticked sizes replace it
     page.screenshot(path=SCREENSHOTS / "kvscope-upload.png", full_page=True)
     page.get_by_role("button", name="Upload and analyze").click()
 
@@ -166,7 +168,7 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
 
     # --- the default analysis: numbers and charts ---------------------------------------
     first = Analysis.objects.get(upload=upload)
-    assert first.block_tokens == 64  # the smallest chosen size
+    assert first.block_tokens == 256  # the chat default, ticked (FIRST_ANALYSIS_BLOCK_TOKENS)
     page.get_by_role("link", name=re.compile(rf"^#{first.pk} ")).click()
     expect(page).to_have_url(re.compile(rf"/analyses/{first.pk}/$"))
     report = first.report
@@ -185,9 +187,9 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     expect(page.locator("[data-metric=requests]")).to_have_text("150")
     page.screenshot(path=SCREENSHOTS / "kvscope-analysis.png", full_page=True)
 
-    # --- re-analyze: tenant scope on the 256-token stream -----------------------------
+    # --- re-analyze: tenant scope on the 64-token stream ------------------------------
     page.locator("details.panel summary", has_text="Re-analyze with other parameters").click()
-    page.locator("#id_block_tokens").select_option("256")
+    page.locator("#id_block_tokens").select_option("64")
     page.locator("#id_scope").select_option("tenant")
     page.get_by_role("button", name="Run analysis").click()
     expect(page).to_have_url(re.compile(r"/analyses/\d+/$"))
@@ -196,9 +198,9 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     _wait_until_done(page, ".page-head .badge", session, f"/analyses/{second_pk}/status.json")
     second = Analysis.objects.get(pk=second_pk)
     assert second.status == "done", second.message
-    assert (second.block_tokens, second.params["scope"]) == (256, "tenant")
+    assert (second.block_tokens, second.params["scope"]) == (64, "tenant")
     assert second.report["scope"] == "tenant"
-    expect(page.locator("h1 small")).to_contain_text("tenant · B=256")
+    expect(page.locator("h1 small")).to_contain_text("tenant · B=64")
     expect(page.locator("p.small", has_text="scope tenant")).to_be_visible()
     _wait_for_charts(page)
     expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
