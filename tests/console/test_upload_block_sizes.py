@@ -117,36 +117,50 @@ def test_a_trace_uploaded_with_the_form_defaults_is_read_at_its_own_512(client, 
     assert analysis.report["distinct_blocks"] == direct.distinct_blocks
 
 
+@pytest.fixture
+def long_prompts(trace, tmp_path) -> Path:
+    """The trace's requests of two blocks or more: each contradicts input_length at 256,
+    128 or 64 tokens per block (n 512-token blocks would be about 2n, 4n, 8n of those),
+    so read at one of them no line is usable: the ingest fails, as on every machine (a
+    real worker keeps its own error budget, so none is changed here)."""
+    path = tmp_path / "mooncake-long.jsonl"
+    lines = [line for line in trace.read_bytes().splitlines(keepends=True)
+             if len(orjson.loads(line)["hash_ids"]) >= 2]  # fmt: skip
+    path.write_bytes(b"".join(lines))
+    return path
+
+
 def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
-    client, analyst, trace, settings
+    client, analyst, long_prompts
 ):
-    settings.KVSCOPE_MAX_BAD_LINES = 1000  # the issue's budget stop, on a 2,000-line copy
-    rows = _rows(trace)
-    bad_at_256 = [i for i, row in enumerate(rows) if not _fits(row, 256)]
-    assert len(bad_at_256) > 1000 and all(_fits(row, 512) for row in rows)
+    rows = _rows(long_prompts)
+    assert not any(_fits(row, 256) for row in rows) and all(_fits(row, 512) for row in rows)
     _login(client, analyst)
-    with open(trace, "rb") as fh:
+    with open(long_prompts, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])  # ticked: overrides the trace's own
     failed = wait_for(_finished(Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [256]
-    assert failed.message.startswith("stopped after 1,001 bad lines, past the budget of 1,000")
-    assert failed.message.endswith(FIT_512)
+    first = rows[0]
+    # (which name the file has in it is the ingest's: the stored one, or the user's)
+    assert failed.message.startswith("no usable request in ")
+    assert failed.message.split(" (line 1: ", 1)[1] == (
+        f"{len(first['hash_ids'])} hash_ids contradict input_length {first['input_length']} "
+        f"at 256 tokens per block); hash_ids contradict input_length on {len(rows):,} lines "
+        f"{FIT_512}"
+    )
     # the bytes are readable at 512: kept a day for Retry, though retention said delete
     assert failed.raw_paths and all(Path(p).exists() for p in failed.raw_paths)
     assert failed.keep_raw_until == timezone.localdate() + dt.timedelta(days=1)
 
-    # the details box shows what the status showed: the requests read and lines skipped
-    read_before_stop = len(rows[: bad_at_256[1000]]) - 1000
+    # the details box shows what the status showed, and the table of skipped lines
     status = client.get(reverse("upload_status", args=[failed.pk])).json()
-    assert (status["requests"], status["skipped"]) == (read_before_stop, 1001)
+    assert (status["requests"], status["skipped"]) == (0, len(rows))
     page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
     facts = _facts(page)
-    assert facts["Requests read"] == f"{read_before_stop:,}"
-    assert facts["Lines skipped"] == "1,001"
-    assert "1,001 lines skipped — see why" in page  # the table of skipped lines
-    first_bad = rows[bad_at_256[0]]
-    assert (f"{len(first_bad['hash_ids'])} hash_ids contradict input_length "
-            f"{first_bad['input_length']} at 256 tokens per block") in page  # fmt: skip
+    assert (facts["Requests read"], facts["Lines skipped"]) == ("0", f"{len(rows):,}")
+    assert f"{len(rows):,} lines skipped — see why" in page
+    assert (f"{len(first['hash_ids'])} hash_ids contradict input_length "
+            f"{first['input_length']} at 256 tokens per block") in page  # fmt: skip
     # Retry offers the block sizes again, prefilled with those chosen
     assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
 
@@ -156,25 +170,52 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     done = wait_for(_finished(failed.pk))
     assert done.status == "done", done.message
     assert done.block_sizes == [512] and done.available_block_sizes == [512]
-    assert (done.requests, done.skipped_lines, done.errors) == (2000, 0, [])
+    assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
     assert Analysis.objects.get(upload=done).block_tokens == 512
-    assert (
-        _facts(client.get(reverse("upload_detail", args=[done.pk])).content.decode())["Requests"]
-        == "2,000"
+    page = client.get(reverse("upload_detail", args=[done.pk])).content.decode()
+    assert (_facts(page)["Requests"], _facts(page)["Lines skipped"]) == (f"{len(rows):,}", "0")
+
+
+def test_an_error_budget_stop_shows_the_requests_read_and_the_lines_skipped(
+    client, analyst, tmp_path
+):
+    budget = settings.KVSCOPE_MAX_BAD_LINES  # the worker's own too: 10,000
+    rows = list(mooncake_requests(budget * 2, seed=13))  # 512-token blocks, 3 or more each
+    for i in range(0, len(rows), 3):  # a third are short prompts: they also fit 256
+        rows[i] |= {"input_length": 100, "hash_ids": rows[i]["hash_ids"][:1]}
+    log = tmp_path / "big-trace.jsonl"
+    write_jsonl(iter(rows), log)
+    stop = [i for i, row in enumerate(rows) if not _fits(row, 256)][budget]  # the last read
+    read = sum(_fits(row, 256) for row in rows[:stop])
+    _login(client, analyst)
+    with open(log, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["256"])
+    failed = wait_for(_finished(Upload.objects.get().pk))
+    assert failed.status == "failed"
+    assert failed.message.startswith(
+        f"stopped after {budget + 1:,} bad lines, past the budget of {budget:,} (the last: "
+        f"line {stop + 1}: "
     )
+    assert failed.message.endswith(f"on {budget + 1:,} lines {FIT_512}")
+    status = client.get(reverse("upload_status", args=[failed.pk])).json()
+    assert (status["requests"], status["skipped"]) == (read, budget + 1)
+    page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
+    facts = _facts(page)
+    assert (facts["Requests read"], facts["Lines skipped"]) == (f"{read:,}", f"{budget + 1:,}")
+    assert f"{budget + 1:,} lines skipped — see why" in page
 
 
 def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
-    client, analyst, trace, settings
+    client, analyst, long_prompts
 ):
-    settings.KVSCOPE_MAX_BAD_LINES = 10
     _login(client, analyst)
-    with open(trace, "rb") as fh:
+    with open(long_prompts, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256", "64"])
     failed = wait_for(_finished(Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [64, 256]
     # a trace has one size: the smallest ticked, as the help text says
-    assert "at 64 tokens per block; they fit 512" in failed.message
+    assert failed.message.endswith("at 64 tokens per block; they fit 512: upload again with "
+                                   "512, or leave the block size to the format")  # fmt: skip
     response = client.post(reverse("upload_retry", args=[failed.pk]), {"sizes_shown": "1"})
     assert response.status_code == 400
     page = response.content.decode()
@@ -185,11 +226,11 @@ def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
         "failed", failed.finished_at, [64, 256])  # fmt: skip
 
 
-def test_retry_with_the_formats_own_stores_no_explicit_size(trace, settings):
+def test_retry_with_the_formats_own_stores_no_explicit_size(long_prompts):
     from console.services import upload_create
 
-    settings.KVSCOPE_MAX_BAD_LINES = 10
-    upload = wait_for(_finished(upload_create(name="t", sources=[trace], block_sizes=[128]).pk))
+    created = upload_create(name="t", sources=[long_prompts], block_sizes=[128])
+    upload = wait_for(_finished(created.pk))
     assert upload.status == "failed" and upload.block_sizes == [128]
     assert upload.message.endswith(
         "at 128 tokens per block; they fit 512: upload again with 512, or leave the block "
@@ -198,6 +239,7 @@ def test_retry_with_the_formats_own_stores_no_explicit_size(trace, settings):
     upload_retry(upload=upload, block_sizes=[])
     done = wait_for(_finished(upload.pk))
     assert done.status == "done" and done.block_sizes == [] and done.available_block_sizes == [512]
+    assert done.requests == len(_rows(long_prompts))
 
 
 def test_the_first_analysis_runs_on_256_if_ticked_else_the_formats_own_else_the_first():
