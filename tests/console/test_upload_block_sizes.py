@@ -318,13 +318,24 @@ def test_the_file_limit_keeps_the_files_before_it_whole(
     assert Upload.objects.count() == 1
 
 
+def test_files_past_the_limit_still_count_against_the_size_cap(client, analyst, settings):
+    settings.KVSCOPE_UPLOAD_MAX_FILES = 1
+    settings.KVSCOPE_UPLOAD_MAX_BYTES = 10_000
+    _login(client, analyst)
+    big = _named("b.jsonl", b'{"timestamp": 1, "messages": []}\n' * 1000)  # 33 kB, dropped
+    response = _post_upload(client, [_named("a.jsonl"), big])
+    assert response.status_code == 200
+    assert "The upload is larger than the limit of 9.8 KiB." in response.content.decode()
+    assert not Upload.objects.exists()
+
+
 def test_evidence_uploads_past_the_file_limit_are_a_form_error(client, analyst, settings):
     settings.KVSCOPE_UPLOAD_MAX_FILES = 1
     _login(client, analyst)
     files = [_named("a.json", b"{}"), _named("b.json", b"{}")]
     response = client.post(reverse("evidence_list"), {"files": files})
     assert response.status_code == 200
-    assert "At most 1 files per upload; 2 were chosen." in response.content.decode()
+    assert "At most 1 file per upload; 2 were chosen." in response.content.decode()
 
 
 def test_an_over_long_file_name_is_cut_safely_keeping_its_extension(client, analyst, chat_log):
