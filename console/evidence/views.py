@@ -37,7 +37,7 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
                       status=403)  # fmt: skip
     if request.method == "POST" and form is not None and (too_many := files_refused(request)):
         form.is_valid()
-        form.add_error("files", too_many)  # past the limit none was read: never a part
+        form.add_error("files", too_many)  # the files past it were dropped: store no part
     if request.method == "POST" and form is not None and form.is_valid():
         data = form.cleaned_data
         try:
