@@ -69,6 +69,7 @@ def test_the_form_explains_the_default_and_retry_changes_the_block_size(
     expect(page.locator(".error-box")).to_contain_text(FIT_512)
     facts = _facts(page)
     assert (facts["Requests read"], facts["Lines skipped"]) == ("0", f"{lines:,}")
+    page.screenshot(path="/tmp/kvscope-retry.png", full_page=True)
     # Retry offers the sizes again, with what was chosen ticked
     retry = page.locator("[data-retry-form]")
     expect(retry.locator("input[value='256']")).to_be_checked()

@@ -158,6 +158,7 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
     facts = _facts(page)
     assert (facts["Requests read"], facts["Lines skipped"]) == ("0", f"{len(rows):,}")
+    assert facts["Block sizes"] == "256 (chosen)"  # no stream was stored
     assert f"{len(rows):,} lines skipped — see why" in page
     assert (f"{len(first['hash_ids'])} hash_ids contradict input_length "
             f"{first['input_length']} at 256 tokens per block") in page  # fmt: skip
