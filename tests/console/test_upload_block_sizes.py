@@ -177,6 +177,21 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     assert (_facts(page)["Requests"], _facts(page)["Lines skipped"]) == (f"{len(rows):,}", "0")
 
 
+def test_a_trace_partly_readable_at_256_says_on_its_page_which_size_fits(client, analyst, trace):
+    rows = _rows(trace)
+    bad = sum(not _fits(row, 256) for row in rows)
+    assert 0 < bad < len(rows) and bad <= settings.KVSCOPE_MAX_BAD_LINES  # short prompts fit
+    _login(client, analyst)
+    with open(trace, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["256"])
+    upload = wait_for(_finished(Upload.objects.get().pk))
+    assert upload.status == "partial" and upload.skipped_lines == bad
+    note = f"hash_ids contradict input_length on {bad:,} lines {FIT_512}"
+    assert upload.notes == [note]
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert f'<p class="note">{note}</p>' in page
+
+
 def test_an_error_budget_stop_shows_the_requests_read_and_the_lines_skipped(
     client, analyst, tmp_path
 ):
