@@ -521,16 +521,17 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
         # with what was skipped, so the page's counts and its table of skipped lines say
         # what went wrong; the requests read before a budget stop as the engine counted
         # them (else requests_done keeps the last progress: a zip bomb's stop has none)
-        _fail(Upload, upload.pk, str(exc), upload.started_at, errors=exc.errors,
-              skipped_lines=exc.skipped_lines, skipped_so_far=exc.skipped_lines,
-              **({"requests_done": exc.requests} if exc.requests else {}))  # fmt: skip
-        if upload.keep_raw_until is None:
-            if exc.advice:  # another block size reads it: kept a day for Retry, then purged
-                Upload.objects.filter(pk=upload.pk).update(
-                    keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
-                )
-            else:  # nothing to retry: the bytes stay unusable
-                upload_delete_raw(upload_id=upload.pk)
+        fields = {"errors": exc.errors, "skipped_lines": exc.skipped_lines,
+                  "skipped_so_far": exc.skipped_lines}  # fmt: skip
+        if exc.requests:
+            fields["requests_done"] = exc.requests
+        retry = bool(exc.advice) and upload.keep_raw_until is None
+        if retry:  # another block size reads it: kept a day for Retry, then purged
+            fields["keep_raw_until"] = timezone.localdate() + dt.timedelta(days=1)
+        # one write: no page ever shows the failure without its counts or its Retry
+        _fail(Upload, upload.pk, str(exc), upload.started_at, **fields)
+        if upload.keep_raw_until is None and not retry:  # the bytes stay unusable
+            upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
     if isinstance(exc, _DB_LOST):
