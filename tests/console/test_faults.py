@@ -59,14 +59,16 @@ def big_log(tmp_path) -> Path:
 
 
 @contextmanager
-def _worker(name: str, queue: str, tmp_path: Path, **env: str):
-    """A worker of our own on a private queue, solo pool: SIGKILL kills the task too."""
+def _worker(name: str, queue: str, tmp_path: Path, pool: str = "solo", **env: str):
+    """A worker of our own on a private queue, solo pool by default (SIGKILL kills the
+    task too); "prefork" is the production shape (two pool processes)."""
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
-         "-Q", queue, "-n", f"{name}@%h", "--without-gossip", "--without-mingle"],
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", pool,
+         *(["-c", "2"] if pool == "prefork" else []), "-Q", queue, "-n", f"{name}@%h",
+         "--without-gossip", "--without-mingle"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": url, **env},
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -117,19 +119,19 @@ def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_pat
 def _broker_at(url: str):
     """Point this process's Celery app at another broker URL (pools rebuilt on use)."""
     saved = app.conf.broker_url, app.conf.broker_write_url
-
-    def reset():
-        kombu_pools.reset()  # closes and forgets every producer pool, keyed by connection
-        app._pool = None
-        app.amqp._producer_pool = None
-
     app.conf.broker_url = app.conf.broker_write_url = url
-    reset()
+    _reset_broker_pools()
     try:
         yield
     finally:
         app.conf.broker_url, app.conf.broker_write_url = saved
-        reset()
+        _reset_broker_pools()
+
+
+def _reset_broker_pools() -> None:
+    kombu_pools.reset()  # closes and forgets every producer pool, keyed by connection
+    app._pool = None
+    app.amqp._producer_pool = None
 
 
 @needs_broker
@@ -266,3 +268,131 @@ def test_a_run_that_was_taken_over_cannot_overwrite_its_successor(chat_log):
     assert now.status == JobStatus.RUNNING and now.message == ""
     services._fail(Upload, upload.pk, "the second run failed", now.started_at)
     assert Upload.objects.get(pk=upload.pk).message == "the second run failed"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _PrivateRedis:
+    """A redis-server of this test's own (the shared one is never stopped): no disk, so a
+    restart also loses every queued message, the worst case for a broker restart."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._log = tmp_path / "redis.log"
+        self._proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self._log, "ab") as log:
+            self._proc = subprocess.Popen(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--daemonize", "no"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+        def answers():
+            """the private redis-server to listen"""
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            except OSError:
+                return False
+            return True
+
+        wait_for(answers, timeout=30, interval=0.1)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(30)
+
+
+@contextmanager
+def _worker_on_private_broker(name: str, tmp_path: Path):
+    """A private redis-server, this process's Celery pointed at it, and a prefork worker
+    (the production shape) of our own on it: yields (redis, worker process)."""
+    redis = _PrivateRedis(tmp_path)
+    redis.start()
+    try:
+        with _broker_at(redis.url), _worker(name, "celery", tmp_path, pool="prefork",
+                                            CELERY_BROKER_URL=redis.url) as worker:  # fmt: skip
+            yield redis, worker
+    finally:
+        redis.stop()
+
+
+def _answers(node: str):
+    def check():
+        """the worker to answer a ping (reconnected)"""
+        try:
+            return app.control.ping(destination=[node], timeout=0.5)
+        except Exception:  # this process's own connections broke with the restart too
+            _reset_broker_pools()
+            return False
+
+    return check
+
+
+def _ingesting(pk: int):
+    def check():
+        """the ingest to be under way"""
+        row = Upload.objects.get(pk=pk)
+        return row.status == JobStatus.RUNNING and row.progress_done > 0
+
+    return check
+
+
+@needs_broker
+def test_a_busy_worker_survives_a_broker_restart_and_takes_the_next_upload(big_log, chat_log,
+                                                                           tmp_path):  # fmt: skip
+    """Celery/kombu 5.7 on Redis: a prefork worker with a task running exited with
+    "Unrecoverable error: AttributeError('NoneType' object has no attribute 'hostname')"
+    when the broker went away (console.broker has the why)."""
+    with _worker_on_private_broker("steady", tmp_path) as (redis, worker):
+        upload = upload_create(name="big", sources=[big_log])
+        wait_for(_ingesting(upload.pk), timeout=60, interval=0.05)
+        redis.stop()  # mid-task: the worker's consumer loses its connection
+        time.sleep(12)
+        assert worker.poll() is None, (tmp_path / "steady.log").read_text()[-3000:]
+        redis.start()
+        # the task went on through the outage (the database was there) and finished
+        done = wait_for(_finished(upload.pk), timeout=240)
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 20_000
+        assert Analysis.objects.get(upload=done).report == _direct_report(big_log)
+        wait_for(_answers(f"steady@{socket.gethostname()}"), timeout=60)
+        # the same worker, reconnected, takes the next upload
+        after = upload_create(name="after the restart", sources=[chat_log])
+        again = wait_for(_finished(after.pk), timeout=120)
+        assert again.status == JobStatus.DONE and not again.dispatch_failed, again.message
+        assert again.requests == 120
+        assert worker.poll() is None
+        log = (tmp_path / "steady.log").read_text()
+        assert "Unrecoverable error" not in log
+        assert "Connection to broker lost" in log  # it did see the outage
+
+
+@needs_broker
+def test_jobs_undispatched_while_the_broker_was_down_are_queued_when_a_worker_reconnects(
+    chat_log, tmp_path
+):
+    with _worker_on_private_broker("patient", tmp_path) as (redis, worker):
+        redis.stop()
+        upload = upload_create(name="while down", sources=[chat_log])
+        failed = Upload.objects.get(pk=upload.pk)
+        assert failed.status == JobStatus.FAILED and failed.dispatch_failed
+        assert all(Path(p).exists() for p in failed.raw_paths)
+        redis.start()  # back, and the worker was never restarted
+
+        def requeued_and_finished():
+            """the upload to be queued again by the reconnected worker, and finish"""
+            row = Upload.objects.get(pk=upload.pk)
+            return row if row.finished and not row.dispatch_failed else None
+
+        done = wait_for(requeued_and_finished, timeout=120)
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 120 and done.raw_paths == []
+        assert worker.poll() is None
