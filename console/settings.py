@@ -193,6 +193,10 @@ if CELERY_BROKER_URL.startswith(("redis", "rediss")):
         "unacked_restore_interval": env_int("KVSCOPE_BROKER_RESTORE_EVERY", 60, minimum=1),
         "unacked_restore_throttle": 1,
     }
+# A running job beats (its row's heartbeat_at) every KVSCOPE_STALL_SECONDS / 6 seconds, at
+# most every 30 s; past KVSCOPE_STALL_SECONDS without a beat it is "stalled": its worker
+# died, the page offers Retry, and a redelivered task takes it over.
+KVSCOPE_STALL_SECONDS = env_int("KVSCOPE_STALL_SECONDS", 180, minimum=1)
 # `celery -A console beat` runs this; without beat, cron the purge_expired_raw command.
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-raw-uploads": {"task": "kvscope.purge_expired_raw", "schedule": 6 * 3600.0},

@@ -27,6 +27,7 @@ from console.services import (
     StorageError,
     analysis_create,
     analysis_figures,
+    analysis_retry,
     default_block_size,
     upload_create,
     upload_retry,
@@ -88,6 +89,8 @@ def _job_json(job, **extra) -> dict:
         "total": job.progress_total,
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "message": job.message,
+        "stalled": job.stalled,
+        "heartbeat_at": job.heartbeat_at.isoformat() if job.heartbeat_at else None,
         **extra,
     }
 
@@ -151,6 +154,16 @@ def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
     except RetryRefused as exc:
         messages.error(request, str(exc))
     return redirect("upload_detail", pk=pk)
+
+
+@require_POST
+@analyst_required
+def analysis_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run a failed or stalled analysis again (a live one is left alone)."""
+    analysis = analysis_retry(analysis=get_object_or_404(Analysis, pk=pk))
+    if analysis.status == JobStatus.FAILED or analysis.stalled:
+        messages.error(request, "The analysis could not be queued again.")
+    return redirect("analysis_detail", pk=pk)
 
 
 @require_POST

@@ -56,7 +56,8 @@
     if (req && data.requests !== undefined) req.textContent = data.requests.toLocaleString();
     const skipped = $("[data-skipped]");
     if (skipped && data.skipped !== undefined) skipped.textContent = data.skipped.toLocaleString();
-    if (data.finished) {
+    // stalled: the worker stopped beating; the page then says so and offers Retry
+    if (data.finished || data.stalled) {
       panel.dataset.finished = data.status;
       window.location.reload();
       return;

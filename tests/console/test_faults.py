@@ -6,6 +6,7 @@ worker); they start and kill their own workers on a private queue."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import socket
@@ -261,8 +262,16 @@ def test_a_run_that_was_taken_over_cannot_overwrite_its_successor(chat_log):
     assert services._claim(Upload, upload.pk)
     first_run = Upload.objects.get(pk=upload.pk)
     assert not services._claim(Upload, upload.pk)  # a duplicate delivery does nothing
+    # a redelivered copy while the first run still beats (the broker restored it when a
+    # connection dropped) leaves the live run alone
+    assert not services._claim(Upload, upload.pk, redelivered=True)
+    assert Upload.objects.get(pk=upload.pk).started_at == first_run.started_at
+    # the first run's worker stopped beating (it died): its task came back and takes over
+    Upload.objects.filter(pk=upload.pk).update(
+        heartbeat_at=first_run.started_at - dt.timedelta(hours=1)
+    )
     time.sleep(0.002)
-    assert services._claim(Upload, upload.pk, redelivered=True)  # its task came back
+    assert services._claim(Upload, upload.pk, redelivered=True)
     services._fail(Upload, upload.pk, "the first run failed late", first_run.started_at)
     now = Upload.objects.get(pk=upload.pk)
     assert now.status == JobStatus.RUNNING and now.message == ""
