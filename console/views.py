@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from django.conf import settings
 from django.contrib import messages
+from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -37,6 +38,18 @@ from console.uploads import human_bytes
 
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
+    """200 only if this process can reach the database: a web container that cannot serve a
+    single page must not be reported healthy (nor kept in a load balancer)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        connection.close()  # the next check reconnects
+        return HttpResponse(
+            f"database unreachable: {type(exc).__name__}: {exc}".strip()[:500],
+            status=503,
+            content_type="text/plain",
+        )
     return HttpResponse("ok", content_type="text/plain")
 
 
