@@ -678,6 +678,51 @@ def purge_expired_raw() -> int:
     return count
 
 
+def _older_than(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime < cutoff
+    except FileNotFoundError:  # its request finished meanwhile
+        return False
+
+
+def _remove_all(paths: Iterator[Path] | list[Path]) -> int:
+    count = 0
+    for path in paths:
+        path.unlink(missing_ok=True)
+        count += 1
+    return count
+
+
+def purge_crash_leftovers() -> int:
+    """Remove what a web process killed mid-upload leaves: Django's temporary upload files
+    (tmp*.upload*) in FILE_UPLOAD_TEMP_DIR and half-stored .part files in MEDIA_ROOT/raw.
+    Only those untouched for KVSCOPE_ORPHAN_SECONDS: a file still being written belongs to
+    a request under way. Needs no database (it runs at web start)."""
+    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
+    temp = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    temp.mkdir(parents=True, exist_ok=True)
+    # Django's own naming (NamedTemporaryFile, suffix ".upload<ext>"): a temp folder shared
+    # with other programs loses nothing else
+    leftovers = [p for p in temp.glob("tmp*.upload*") if _older_than(p, cutoff)]
+    leftovers += [p for p in _raw_folder().glob("*.part") if _older_than(p, cutoff)]
+    return _remove_all(leftovers)
+
+
+def purge_unreferenced_raw() -> int:
+    """Remove raw files no upload refers to (stored, then the upload row was never written:
+    the process died between the two), once older than KVSCOPE_ORPHAN_SECONDS."""
+    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
+    referenced = {
+        Path(p).name for paths in Upload.objects.values_list("raw_paths", flat=True) for p in paths
+    }
+    orphans = [
+        p
+        for p in _raw_folder().glob("*.log")
+        if p.name not in referenced and _older_than(p, cutoff)
+    ]
+    return _remove_all(orphans)
+
+
 def default_block_size(upload: Upload) -> int:
     sizes = upload.available_block_sizes
     return sizes[0] if sizes else DEFAULT_BLOCK_TOKENS.get(upload.source_format, 256)

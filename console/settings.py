@@ -134,7 +134,13 @@ if len(KVSCOPE_HASH_KEY) < 16:
 # Uploads stream to temporary files on disk (never whole into memory) and stop past the cap.
 KVSCOPE_UPLOAD_MAX_BYTES = env_int("KVSCOPE_UPLOAD_MAX_BYTES", 10 * 1024**3, minimum=1)
 FILE_UPLOAD_HANDLERS = ["console.uploads.SizeLimitedUploadHandler"]
-FILE_UPLOAD_TEMP_DIR = env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or None
+# A folder of kvscope's own (not the system temp folder): what a killed web process leaves
+# there (and half-stored .part files in MEDIA_ROOT/raw) is found and removed once older
+# than KVSCOPE_ORPHAN_SECONDS, longer than any upload request takes, at web start and by
+# `manage.py purge_expired_raw` (which also removes raw files no upload refers to).
+FILE_UPLOAD_TEMP_DIR = str(Path(env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or DATA_DIR / "tmp"))
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)  # Django's checks want it
+KVSCOPE_ORPHAN_SECONDS = env_int("KVSCOPE_ORPHAN_SECONDS", 6 * 3600, minimum=60)
 
 # Parallel ingest: a plain log of at least KVSCOPE_PARALLEL_MIN_BYTES is split into this
 # many line-aligned parts, one Celery task each (1 = never split).
