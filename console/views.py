@@ -162,10 +162,15 @@ def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
     upload = get_object_or_404(Upload, pk=pk)
     try:
-        upload_retry(upload=upload)
-        messages.success(request, "The ingest is queued again.")
+        retried = upload_retry(upload=upload)
     except RetryRefused as exc:
         messages.error(request, str(exc))
+    else:
+        if retried.status == JobStatus.RUNNING and retried.started_at == upload.started_at:
+            # its worker still beats (the page was stale): a live ingest is never restarted
+            messages.info(request, "The ingest is still running: nothing to retry.")
+        else:
+            messages.success(request, "The ingest is queued again.")
     return redirect("upload_detail", pk=pk)
 
 

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from bench.generate import chat_requests, write_jsonl
-from console.models import JobStatus, Upload
+from console.models import Analysis, JobStatus, Upload
 from console.services import upload_create, upload_ingest, upload_retry
 from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
 
@@ -68,7 +68,8 @@ def test_a_running_job_whose_beat_is_old_is_stalled_and_retry_completes_it(
     alive = _left_running(kept_upload, 60, "other-machine:7")
     assert not alive.stalled
     assert "The ingest stalled" not in client.get(page_url).content.decode()
-    client.post(reverse("upload_retry", args=[alive.pk]))
+    said = client.post(reverse("upload_retry", args=[alive.pk]), follow=True)
+    assert "The ingest is still running: nothing to retry." in said.content.decode()
     still = Upload.objects.get(pk=alive.pk)
     assert (still.status, still.started_at, still.progress_done) == (
         JobStatus.RUNNING, alive.started_at, 20)  # fmt: skip
@@ -134,3 +135,21 @@ def test_a_long_ingest_beats_while_it_runs(tmp_path, settings):
     # the claim's own beat, then the thread's: many distinct beats during one ingest
     assert len(beats) >= 3, sorted(beats)
     assert Path(log).exists()
+
+
+def test_a_stalled_analysis_offers_retry_and_runs_again(client, analyst, kept_upload, settings):
+    settings.KVSCOPE_STALL_SECONDS = 180
+    done = Analysis.objects.get(upload=kept_upload)
+    beat = timezone.now() - dt.timedelta(minutes=10)
+    left = Analysis.objects.create(
+        upload=kept_upload, block_tokens=done.block_tokens, params=done.params,
+        status=JobStatus.RUNNING, stage="analyzing", started_at=beat, heartbeat_at=beat,
+        processed_by="other-machine:9",
+    )  # fmt: skip
+    assert left.stalled
+    assert client.login(username=analyst.username, password=PASSWORD)
+    page = client.get(reverse("analysis_detail", args=[left.pk])).content.decode()
+    assert "The analysis stalled." in page and reverse("analysis_retry", args=[left.pk]) in page
+    client.post(reverse("analysis_retry", args=[left.pk]))
+    again = Analysis.objects.get(pk=left.pk)
+    assert again.status == JobStatus.DONE and again.report == done.report
