@@ -12,7 +12,8 @@ runs when that task ends and acknowledges through its old channel.)
 
 The transport below keeps its connection info once given, so a channel that outlives it
 can still reach Redis or fail with a connection error, which kombu and Celery handle.
-Selected by CELERY_BROKER_TRANSPORT in settings for redis:// and rediss:// URLs.
+Selected by CELERY_BROKER_TRANSPORT in settings for redis:// URLs (not rediss://, whose
+TLS defaults kombu chooses by the scheme's name).
 """
 
 from __future__ import annotations

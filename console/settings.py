@@ -187,10 +187,12 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_step": 0.5,
     "interval_max": 1,
 }
-if CELERY_BROKER_URL.startswith(("redis", "rediss")):
+if CELERY_BROKER_URL.startswith("redis://"):
     # kombu's Redis transport with the fix that keeps a busy worker alive through a broker
-    # restart (Celery/kombu 5.7 otherwise exit with "Unrecoverable error"; console.broker)
+    # restart (Celery/kombu 5.7 otherwise exit with "Unrecoverable error"; console.broker).
+    # Not for rediss://: kombu picks its TLS defaults by that scheme name.
     CELERY_BROKER_TRANSPORT = "console.broker:RedisTransport"
+if CELERY_BROKER_URL.startswith(("redis", "rediss")):
     # Redis has no consumer-death signal: a message unacknowledged this long (its worker was
     # killed) is handed to another worker. It must exceed the longest task; the check runs
     # every KVSCOPE_BROKER_RESTORE_EVERY seconds.
