@@ -2,8 +2,7 @@
 
 import os
 
-from celery import Celery
-from celery.signals import worker_ready
+from celery import Celery, bootsteps
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -12,8 +11,16 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@worker_ready.connect
-def _requeue_undispatched(sender=None, **kwargs) -> None:
+class RequeueOnConnect(bootsteps.StartStopStep):
     """Jobs whose dispatch failed while the broker was down are queued again as soon as a
-    worker (so a broker) is back."""
-    app.send_task("kvscope.requeue_undispatched")
+    worker (so a broker) is back: each time the worker's consumer connects, at start-up
+    and after every reconnection (a broker restart while this worker ran), not only once
+    when the worker starts."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)  # consuming again by then
+
+    def start(self, c) -> None:
+        c.app.send_task("kvscope.requeue_undispatched")
+
+
+app.steps["consumer"].add(RequeueOnConnect)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+from django.utils import timezone
 
 
 class JobStatus(models.TextChoices):
@@ -15,6 +19,19 @@ class JobStatus(models.TextChoices):
 
 
 FINISHED = (JobStatus.DONE, JobStatus.PARTIAL, JobStatus.FAILED)
+
+
+def stall_cutoff() -> dt.datetime:
+    """A running job with no sign of life since this moment has lost its worker."""
+    return timezone.now() - dt.timedelta(seconds=settings.KVSCOPE_STALL_SECONDS)
+
+
+def stalled_q() -> Q:
+    """Running jobs whose worker stopped beating (rows from before heartbeats: by start)."""
+    cutoff = stall_cutoff()
+    return Q(status=JobStatus.RUNNING) & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
 
 
 class Job(models.Model):
@@ -41,6 +58,13 @@ class Job(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def stalled(self) -> bool:
+        """Running, but its worker gave no sign of life for KVSCOPE_STALL_SECONDS (killed,
+        or its machine gone): the page offers Retry instead of waiting for the broker."""
+        last = self.heartbeat_at or self.started_at
+        return self.status == JobStatus.RUNNING and last is not None and last < stall_cutoff()
 
 
 class Upload(Job):

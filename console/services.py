@@ -14,14 +14,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_folders
@@ -31,7 +32,7 @@ from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
 from analysis.stream import stream_meta
 from console import charts
 from console.engine import analysis_params, ingest_options
-from console.models import Analysis, JobStatus, Upload
+from console.models import Analysis, JobStatus, Upload, stalled_q
 
 log = logging.getLogger(__name__)
 _PROGRESS_MIN_INTERVAL = 0.5  # seconds between progress writes to a job row
@@ -196,12 +197,19 @@ def _model_of(task):
     return Upload if task is ingest_upload_task else Analysis
 
 
+def _retryable() -> Q:
+    """Failed jobs, and running ones whose worker stopped beating (stalled). Conditional
+    on the old beat, in the claiming UPDATE itself: a job that is alive is never retried."""
+    return Q(status=JobStatus.FAILED) | stalled_q()
+
+
 def analysis_retry(*, analysis: Analysis) -> Analysis:
-    """Queue a failed analysis again (its stream is still stored)."""
+    """Queue a failed or stalled analysis again (its stream is still stored)."""
     from console.tasks import run_analysis_task
 
-    claimed = Analysis.objects.filter(pk=analysis.pk, status=JobStatus.FAILED).update(
+    claimed = Analysis.objects.filter(_retryable(), pk=analysis.pk).update(
         status=JobStatus.PENDING,
+        heartbeat_at=None,
         dispatch_failed=False,
         stage="",
         message="",
@@ -248,19 +256,20 @@ def _enqueue_ingest(upload_id: int, queue: str | None = None) -> None:
 
 
 def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None) -> Upload:
-    """Queue a failed ingest again, if its raw files are still there. `block_sizes`
+    """Queue a failed or stalled ingest again, if its raw files are still there. `block_sizes`
     replaces the sizes chosen at upload ([]: the format's own; None: keep them)."""
     if not upload.raw_paths or not all(Path(p).exists() for p in upload.raw_paths):
         raise RetryRefused("The raw files are gone; upload the log again.")
     if block_sizes is not None and any(size < 1 for size in block_sizes):
         raise ValueError(f"block sizes must be positive: {list(block_sizes)}")
     new_sizes = {} if block_sizes is None else {"block_sizes": sorted(set(block_sizes))}
-    claimed = Upload.objects.filter(pk=upload.pk, status=JobStatus.FAILED).update(
+    claimed = Upload.objects.filter(_retryable(), pk=upload.pk).update(
         **new_sizes,
         # what the failed run read (kept on the failed row for its page) starts over
         errors=[],
         skipped_lines=0,
         status=JobStatus.PENDING,
+        heartbeat_at=None,
         dispatch_failed=False,
         stage="",
         message="",
@@ -302,14 +311,86 @@ def _progress_writer(model, pk: int, counters: bool = False) -> Callable[[Progre
 
 def _claim(model, pk: int, redelivered: bool = False) -> bool:
     """Take a queued job. A redelivered task (its worker died mid-way) also takes over the
-    job left running; a job already finished is never run twice. The new started_at marks
-    the run: what a run writes at its end is conditional on still owning it."""
-    statuses = [JobStatus.PENDING, JobStatus.RUNNING] if redelivered else [JobStatus.PENDING]
+    job left running, if that run is over (`_abandoned`); a job already finished, or still
+    beating, is never run twice. The new started_at marks the run: what a run writes at
+    its end is conditional on still owning it."""
+    claimable = Q(status=JobStatus.PENDING)
+    if redelivered:
+        claimable |= _abandoned(model, pk)
+    now = timezone.now()
     return bool(
-        model.objects.filter(pk=pk, status__in=statuses).update(
-            status=JobStatus.RUNNING, started_at=timezone.now(), processed_by=_worker_name()
+        model.objects.filter(claimable, pk=pk).update(
+            status=JobStatus.RUNNING, started_at=now, heartbeat_at=now,
+            processed_by=_worker_name(),
         )
+    )  # fmt: skip
+
+
+def _abandoned(model, pk: int) -> Q:
+    """The job's run is over: stalled (no beat for KVSCOPE_STALL_SECONDS), or its process
+    was on this machine and is gone (a worker killed here: no need to wait for the beat).
+    A redelivery can also be a copy of a task still running (the broker restored it when
+    the connection dropped): that run beats, so it is left alone."""
+    abandoned = stalled_q()
+    owner = (
+        model.objects.filter(pk=pk, status=JobStatus.RUNNING)
+        .values_list("processed_by", flat=True)
+        .first()
     )
+    if owner and _process_gone(owner):
+        abandoned |= Q(status=JobStatus.RUNNING, processed_by=owner)
+    return abandoned
+
+
+def _process_gone(worker: str) -> bool:
+    """True if `worker` (host:pid, as _worker_name writes it) was a process on this
+    machine that no longer runs (a zombie, killed but not yet reaped, counts as gone)."""
+    host, _, pid_text = worker.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine's: only its beat can tell
+    try:
+        stat = Path(f"/proc/{pid_text}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def _heartbeat_interval() -> float:
+    return min(30.0, settings.KVSCOPE_STALL_SECONDS / 6)
+
+
+@contextmanager
+def _heartbeat(model, pk: int, run: dt.datetime | None) -> Iterator[None]:
+    """While the body runs, a background thread writes the job's sign of life (its beat
+    and this worker's name) every few seconds, so a long step with no progress callback
+    (tokenizing, the analysis after an ingest) still beats, and a job whose worker died
+    stops beating: it shows stalled, with Retry. Only while `run` still owns the job."""
+    stop = threading.Event()
+    beater = threading.Thread(
+        target=_beat, args=(model, pk, run, stop), name=f"beat-{pk}", daemon=True
+    )
+    beater.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beater.join(timeout=10)  # a beat stuck on a lost database must not hold the task
+
+
+def _beat(model, pk: int, run: dt.datetime | None, stop: threading.Event) -> None:
+    owned = {"started_at": run} if run is not None else {}
+    try:
+        while not stop.wait(_heartbeat_interval()):
+            try:
+                model.objects.filter(pk=pk, status=JobStatus.RUNNING, **owned).update(
+                    heartbeat_at=timezone.now(), processed_by=_worker_name()
+                )
+            except _DB_LOST:
+                connection.close()  # a database restart: the next beat reconnects
+    finally:
+        connection.close()  # this thread's own database connection
 
 
 def _clear_leftovers(upload_id: int) -> None:
@@ -399,21 +480,22 @@ def upload_ingest(*, upload_id: int, redelivered: bool = False) -> None:
     _clear_leftovers(upload_id)
     upload = Upload.objects.get(pk=upload_id)
     if upload.ingest_parts > 1 and len(upload.raw_paths) == 1:
-        _ingest_in_parts(upload)
+        _ingest_in_parts(upload)  # (each part task beats for the upload)
         return
-    try:
-        # written straight to the artifact folder: the ingest's memory follows the
-        # distinct content of the log, not its length
-        folders = ingest_to_folders(
-            upload.raw_paths,
-            _upload_ingest_options(upload),
-            _upload_folder(upload_id),
-            progress=_progress_writer(Upload, upload_id, counters=True),
-        )
-    except Exception as exc:
-        _ingest_failed(upload, exc)
-        return
-    _finish_ingest(upload, folders)
+    with _heartbeat(Upload, upload_id, upload.started_at):
+        try:
+            # written straight to the artifact folder: the ingest's memory follows the
+            # distinct content of the log, not its length
+            folders = ingest_to_folders(
+                upload.raw_paths,
+                _upload_ingest_options(upload),
+                _upload_folder(upload_id),
+                progress=_progress_writer(Upload, upload_id, counters=True),
+            )
+        except Exception as exc:
+            _ingest_failed(upload, exc)
+            return
+        _finish_ingest(upload, folders)
 
 
 def _ingest_in_parts(upload: Upload) -> None:
@@ -439,12 +521,13 @@ def upload_ingest_part(
     upload = Upload.objects.get(pk=upload_id)
     folder = _parts_folder(upload_id) / f"p{index:04d}"
     try:
-        ingest_to_folders(
-            upload.raw_paths,
-            _upload_ingest_options(upload),
-            folder,
-            byte_range=ByteRange(start, end, first_line),
-        )
+        with _heartbeat(Upload, upload_id, upload.started_at):
+            ingest_to_folders(
+                upload.raw_paths,
+                _upload_ingest_options(upload),
+                folder,
+                byte_range=ByteRange(start, end, first_line),
+            )
     except UnusableInput as exc:
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
                 "budget": isinstance(exc, TooManyBadLines), "advice": exc.advice,
@@ -497,6 +580,13 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
     upload = Upload.objects.get(pk=upload_id)
     if upload.status != JobStatus.RUNNING:
         return
+    with _heartbeat(Upload, upload_id, upload.started_at):
+        _merge_and_finish(upload, parts)
+    shutil.rmtree(_parts_folder(upload_id), ignore_errors=True)
+
+
+def _merge_and_finish(upload: Upload, parts: int) -> None:
+    upload_id = upload.pk
     budget = settings.KVSCOPE_MAX_BAD_LINES or None
     try:
         by_size, unusable = _read_parts(upload_id, parts)
@@ -513,7 +603,6 @@ def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
         _ingest_failed(upload, exc)
         return
     _finish_ingest(upload, folders)
-    shutil.rmtree(_parts_folder(upload_id), ignore_errors=True)
 
 
 def _ingest_failed(upload: Upload, exc: Exception) -> None:
@@ -629,6 +718,51 @@ def purge_expired_raw() -> int:
     return count
 
 
+def _older_than(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime < cutoff
+    except FileNotFoundError:  # its request finished meanwhile
+        return False
+
+
+def _remove_all(paths: Iterator[Path] | list[Path]) -> int:
+    count = 0
+    for path in paths:
+        path.unlink(missing_ok=True)
+        count += 1
+    return count
+
+
+def purge_crash_leftovers() -> int:
+    """Remove what a web process killed mid-upload leaves: Django's temporary upload files
+    (tmp*.upload*) in FILE_UPLOAD_TEMP_DIR and half-stored .part files in MEDIA_ROOT/raw.
+    Only those untouched for KVSCOPE_ORPHAN_SECONDS: a file still being written belongs to
+    a request under way. Needs no database (it runs at web start)."""
+    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
+    temp = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    temp.mkdir(parents=True, exist_ok=True)
+    # Django's own naming (NamedTemporaryFile, suffix ".upload<ext>"): a temp folder shared
+    # with other programs loses nothing else
+    leftovers = [p for p in temp.glob("tmp*.upload*") if _older_than(p, cutoff)]
+    leftovers += [p for p in _raw_folder().glob("*.part") if _older_than(p, cutoff)]
+    return _remove_all(leftovers)
+
+
+def purge_unreferenced_raw() -> int:
+    """Remove raw files no upload refers to (stored, then the upload row was never written:
+    the process died between the two), once older than KVSCOPE_ORPHAN_SECONDS."""
+    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
+    referenced = {
+        Path(p).name for paths in Upload.objects.values_list("raw_paths", flat=True) for p in paths
+    }
+    orphans = [
+        p
+        for p in _raw_folder().glob("*.log")
+        if p.name not in referenced and _older_than(p, cutoff)
+    ]
+    return _remove_all(orphans)
+
+
 def default_block_size(upload: Upload) -> int:
     """The analysis form's block size when no analysis is done yet: as the first one's."""
     sizes = upload.available_block_sizes
@@ -677,9 +811,10 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
     run = analysis.started_at  # this claim's mark: a run taken over writes nothing
     progress = _progress_writer(Analysis, analysis_id)
     try:
-        progress(Progress("loading", 0, 1))
-        stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
-        report = analyze(stream, analysis_params(**analysis.params), progress=progress)
+        with _heartbeat(Analysis, analysis_id, run):
+            progress(Progress("loading", 0, 1))
+            stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
+            report = analyze(stream, analysis_params(**analysis.params), progress=progress)
     except (ValueError, KeyError, OSError) as exc:
         _fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}", run)
         return

@@ -139,7 +139,13 @@ FILE_UPLOAD_HANDLERS = ["console.uploads.SizeLimitedUploadHandler"]
 # count is off: past it Django answers a bare 400 before any form can speak.
 KVSCOPE_UPLOAD_MAX_FILES = env_int("KVSCOPE_UPLOAD_MAX_FILES", 100, minimum=1)
 DATA_UPLOAD_MAX_NUMBER_FILES = None
-FILE_UPLOAD_TEMP_DIR = env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or None
+# A folder of kvscope's own (not the system temp folder): what a killed web process leaves
+# there (and half-stored .part files in MEDIA_ROOT/raw) is found and removed once older
+# than KVSCOPE_ORPHAN_SECONDS, longer than any upload request takes, at web start and by
+# `manage.py purge_expired_raw` (which also removes raw files no upload refers to).
+FILE_UPLOAD_TEMP_DIR = str(Path(env_str("KVSCOPE_UPLOAD_TEMP_DIR", "") or DATA_DIR / "tmp"))
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)  # Django's checks want it
+KVSCOPE_ORPHAN_SECONDS = env_int("KVSCOPE_ORPHAN_SECONDS", 6 * 3600, minimum=60)
 
 # Parallel ingest: a plain log of at least KVSCOPE_PARALLEL_MIN_BYTES is split into this
 # many line-aligned parts, one Celery task each (1 = never split).
@@ -186,6 +192,11 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_step": 0.5,
     "interval_max": 1,
 }
+if CELERY_BROKER_URL.startswith("redis://"):
+    # kombu's Redis transport with the fix that keeps a busy worker alive through a broker
+    # restart (Celery/kombu 5.7 otherwise exit with "Unrecoverable error"; console.broker).
+    # Not for rediss://: kombu picks its TLS defaults by that scheme name.
+    CELERY_BROKER_TRANSPORT = "console.broker:RedisTransport"
 if CELERY_BROKER_URL.startswith(("redis", "rediss")):
     # Redis has no consumer-death signal: a message unacknowledged this long (its worker was
     # killed) is handed to another worker. It must exceed the longest task; the check runs
@@ -195,6 +206,10 @@ if CELERY_BROKER_URL.startswith(("redis", "rediss")):
         "unacked_restore_interval": env_int("KVSCOPE_BROKER_RESTORE_EVERY", 60, minimum=1),
         "unacked_restore_throttle": 1,
     }
+# A running job beats (its row's heartbeat_at) every KVSCOPE_STALL_SECONDS / 6 seconds, at
+# most every 30 s; past KVSCOPE_STALL_SECONDS without a beat it is "stalled": its worker
+# died, the page offers Retry, and a redelivered task takes it over.
+KVSCOPE_STALL_SECONDS = env_int("KVSCOPE_STALL_SECONDS", 180, minimum=1)
 # `celery -A console beat` runs this; without beat, cron the purge_expired_raw command.
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-raw-uploads": {"task": "kvscope.purge_expired_raw", "schedule": 6 * 3600.0},

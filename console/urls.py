@@ -22,6 +22,7 @@ urlpatterns = [
     path("uploads/<int:pk>/analyses/new/", views.analysis_new, name="analysis_new"),
     path("analyses/<int:pk>/", views.analysis_detail, name="analysis_detail"),
     path("analyses/<int:pk>/status.json", views.analysis_status, name="analysis_status"),
+    path("analyses/<int:pk>/retry/", views.analysis_retry_view, name="analysis_retry"),
     path(
         "analyses/<int:pk>/download/<str:what>", views.analysis_download, name="analysis_download"
     ),

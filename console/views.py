@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from django.conf import settings
 from django.contrib import messages
+from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -35,6 +36,7 @@ from console.services import (
     StorageError,
     analysis_create,
     analysis_figures,
+    analysis_retry,
     default_block_size,
     upload_create,
     upload_retry,
@@ -44,6 +46,18 @@ from console.uploads import files_refused, human_bytes
 
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
+    """200 only if this process can reach the database: a web container that cannot serve a
+    single page must not be reported healthy (nor kept in a load balancer)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        connection.close()  # the next check reconnects
+        return HttpResponse(
+            f"database unreachable: {type(exc).__name__}: {exc}".strip()[:500],
+            status=503,
+            content_type="text/plain",
+        )
     return HttpResponse("ok", content_type="text/plain")
 
 
@@ -100,6 +114,8 @@ def _job_json(job, **extra) -> dict:
         "total": job.progress_total,
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "message": job.message,
+        "stalled": job.stalled,
+        "heartbeat_at": job.heartbeat_at.isoformat() if job.heartbeat_at else None,
         **extra,
     }
 
@@ -177,11 +193,26 @@ def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
             return _upload_page(request, upload, retry_form=form, status=400)
         block_sizes = form.cleaned_data["block_sizes"]
     try:
-        upload_retry(upload=upload, block_sizes=block_sizes)
-        messages.success(request, "The ingest is queued again.")
+        retried = upload_retry(upload=upload, block_sizes=block_sizes)
     except RetryRefused as exc:
         messages.error(request, str(exc))
+    else:
+        if retried.status == JobStatus.RUNNING and retried.started_at == upload.started_at:
+            # its worker still beats (the page was stale): a live ingest is never restarted
+            messages.info(request, "The ingest is still running: nothing to retry.")
+        else:
+            messages.success(request, "The ingest is queued again.")
     return redirect("upload_detail", pk=pk)
+
+
+@require_POST
+@analyst_required
+def analysis_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run a failed or stalled analysis again (a live one is left alone)."""
+    analysis = analysis_retry(analysis=get_object_or_404(Analysis, pk=pk))
+    if analysis.status == JobStatus.FAILED or analysis.stalled:
+        messages.error(request, "The analysis could not be queued again.")
+    return redirect("analysis_detail", pk=pk)
 
 
 @require_POST

@@ -6,3 +6,14 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 application = get_wsgi_application()
+
+
+def _purge_crash_leftovers() -> None:
+    """A web process killed mid-upload leaves its temporary file (the whole upload so far)
+    and maybe a half-stored .part: removed when the web starts again."""
+    from console.services import purge_crash_leftovers
+
+    purge_crash_leftovers()
+
+
+_purge_crash_leftovers()

@@ -59,7 +59,8 @@
       if (value === undefined) continue;
       for (const el of document.querySelectorAll(selector)) el.textContent = value.toLocaleString("en-US");
     }
-    if (data.finished) {
+    // stalled: the worker stopped beating; the page then says so and offers Retry
+    if (data.finished || data.stalled) {
       panel.dataset.finished = data.status;
       window.location.reload();
       return;

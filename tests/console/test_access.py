@@ -35,7 +35,8 @@ READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "anal
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
-    "analysis_new": "analyst", "policy_new": "analyst", "policy_edit": "analyst",
+    "analysis_new": "analyst", "analysis_retry": "analyst", "policy_new": "analyst",
+    "policy_edit": "analyst",
     "policy_submit": "analyst", "policy_new_version": "analyst", "policy_delete": "author",
     "policy_request_changes": "approver", "policy_approve": "approver",
     "policy_retire": "approver", "evidence_list": "analyst",
@@ -65,9 +66,13 @@ def world(chat_log, analyst, approver):
     version_approve(version=approved, user=approver, password=PASSWORD, comment="ok")
     failed = Upload.objects.create(name="broken", status=JobStatus.FAILED, message="x",
                                    raw_paths=[str(chat_log)])  # fmt: skip
+    failed_analysis = Analysis.objects.create(upload=upload, block_tokens=256,
+                                              params=analysis.params, status=JobStatus.FAILED,
+                                              message="x")  # fmt: skip
     wait_for(_settled)  # a worker still writing would change the state the tests compare
     return {"upload": upload, "analysis": analysis, "draft": draft, "review": review,
-            "approved": approved, "failed": failed}  # fmt: skip
+            "approved": approved, "failed": failed,
+            "failed_analysis": failed_analysis}  # fmt: skip
 
 
 def _settled() -> bool:
@@ -87,6 +92,8 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
         return reverse(name, args=[version.pk]), {"password": PASSWORD, "comment": "why not"}
     if name == "upload_retry":
         return reverse(name, args=[w["failed"].pk]), {}
+    if name == "analysis_retry":
+        return reverse(name, args=[w["failed_analysis"].pk]), {}
     if name == "analysis_new":
         return reverse(name, args=[w["upload"].pk]), {
             "block_tokens": "256", "model": "llama-3.1-8b", "windows": "60, 600",

@@ -6,6 +6,7 @@ worker); they start and kill their own workers on a private queue."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import socket
@@ -59,14 +60,16 @@ def big_log(tmp_path) -> Path:
 
 
 @contextmanager
-def _worker(name: str, queue: str, tmp_path: Path, **env: str):
-    """A worker of our own on a private queue, solo pool: SIGKILL kills the task too."""
+def _worker(name: str, queue: str, tmp_path: Path, pool: str = "solo", **env: str):
+    """A worker of our own on a private queue, solo pool by default (SIGKILL kills the
+    task too); "prefork" is the production shape (two pool processes)."""
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
-         "-Q", queue, "-n", f"{name}@%h", "--without-gossip", "--without-mingle"],
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", pool,
+         *(["-c", "2"] if pool == "prefork" else []), "-Q", queue, "-n", f"{name}@%h",
+         "--without-gossip", "--without-mingle"],
         cwd=ROOT, env={**os.environ, "DATABASE_URL": url, **env},
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -113,23 +116,65 @@ def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_pat
         f"*{Path(stuck.raw_paths[0]).name}"))  # fmt: skip
 
 
+@needs_broker
+def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
+    big_log, tmp_path, client, analyst, settings
+):
+    settings.KVSCOPE_STALL_SECONDS = 3  # this process judges the beat (the page, Retry)
+    queue = "kvscope-stall"  # nobody else consumes it: the task is never redelivered
+    with _worker("killed", queue, tmp_path, KVSCOPE_STALL_SECONDS="3") as killed:
+        upload = upload_create(name="big", sources=[big_log], queue=queue)
+        wait_for(_ingesting(upload.pk), timeout=60, interval=0.05)
+        first = Upload.objects.get(pk=upload.pk)
+
+        def beat_again():
+            """the running ingest to beat again"""
+            row = Upload.objects.get(pk=upload.pk)
+            return row if row.heartbeat_at > first.heartbeat_at else None
+
+        beating = wait_for(beat_again, timeout=10, interval=0.05)
+        assert not beating.stalled and str(killed.pid) in beating.processed_by
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(10)
+    assert client.login(username=analyst.username, password=PASSWORD)
+    refused = client.post(reverse("upload_retry", args=[upload.pk]))  # too early: still fresh
+    assert refused.status_code == 302
+    assert Upload.objects.get(pk=upload.pk).started_at == beating.started_at
+
+    def stalled():
+        """the killed worker's job to show stalled"""
+        row = Upload.objects.get(pk=upload.pk)
+        return row if row.stalled else None
+
+    stuck = wait_for(stalled, timeout=30)
+    assert stuck.status == JobStatus.RUNNING and stuck.progress_done > 0  # "running 20 %"
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert "The ingest stalled." in page and reverse("upload_retry", args=[upload.pk]) in page
+    client.post(reverse("upload_retry", args=[upload.pk]))  # to the default queue's worker
+    done = wait_for(_finished(upload.pk), timeout=240)
+    assert done.status == JobStatus.DONE, done.message
+    assert str(killed.pid) not in done.processed_by
+    assert done.requests == 20_000
+    assert Analysis.objects.get(upload=done).report == _direct_report(big_log)
+
+
 @contextmanager
 def _broker_at(url: str):
     """Point this process's Celery app at another broker URL (pools rebuilt on use)."""
     saved = app.conf.broker_url, app.conf.broker_write_url
-
-    def reset():
-        kombu_pools.reset()  # closes and forgets every producer pool, keyed by connection
-        app._pool = None
-        app.amqp._producer_pool = None
-
     app.conf.broker_url = app.conf.broker_write_url = url
-    reset()
+    _reset_broker_pools()
     try:
         yield
     finally:
         app.conf.broker_url, app.conf.broker_write_url = saved
-        reset()
+        _reset_broker_pools()
+
+
+def _reset_broker_pools() -> None:
+    kombu_pools.reset()  # closes and forgets every producer pool, keyed by connection
+    app._pool = None
+    app.amqp._producer_pool = None
 
 
 @needs_broker
@@ -259,10 +304,146 @@ def test_a_run_that_was_taken_over_cannot_overwrite_its_successor(chat_log):
     assert services._claim(Upload, upload.pk)
     first_run = Upload.objects.get(pk=upload.pk)
     assert not services._claim(Upload, upload.pk)  # a duplicate delivery does nothing
+    # a redelivered copy while the first run still beats (the broker restored it when a
+    # connection dropped) leaves the live run alone
+    assert not services._claim(Upload, upload.pk, redelivered=True)
+    assert Upload.objects.get(pk=upload.pk).started_at == first_run.started_at
+    # the first run's worker stopped beating (it died): its task came back and takes over
+    Upload.objects.filter(pk=upload.pk).update(
+        heartbeat_at=first_run.started_at - dt.timedelta(hours=1)
+    )
     time.sleep(0.002)
-    assert services._claim(Upload, upload.pk, redelivered=True)  # its task came back
+    assert services._claim(Upload, upload.pk, redelivered=True)
     services._fail(Upload, upload.pk, "the first run failed late", first_run.started_at)
     now = Upload.objects.get(pk=upload.pk)
     assert now.status == JobStatus.RUNNING and now.message == ""
     services._fail(Upload, upload.pk, "the second run failed", now.started_at)
     assert Upload.objects.get(pk=upload.pk).message == "the second run failed"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _PrivateRedis:
+    """A redis-server of this test's own (the shared one is never stopped): no disk, so a
+    restart also loses every queued message, the worst case for a broker restart."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._log = tmp_path / "redis.log"
+        self._proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self._log, "ab") as log:
+            self._proc = subprocess.Popen(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--daemonize", "no"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+        def answers():
+            """the private redis-server to listen"""
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            except OSError:
+                return False
+            return True
+
+        wait_for(answers, timeout=30, interval=0.1)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(30)
+
+
+@contextmanager
+def _worker_on_private_broker(name: str, tmp_path: Path):
+    """A private redis-server, this process's Celery pointed at it, and a prefork worker
+    (the production shape) of our own on it: yields (redis, worker process)."""
+    redis = _PrivateRedis(tmp_path)
+    redis.start()
+    try:
+        with _broker_at(redis.url), _worker(name, "celery", tmp_path, pool="prefork",
+                                            CELERY_BROKER_URL=redis.url) as worker:  # fmt: skip
+            yield redis, worker
+    finally:
+        redis.stop()
+
+
+def _answers(node: str):
+    def check():
+        """the worker to answer a ping (reconnected)"""
+        try:
+            return app.control.ping(destination=[node], timeout=0.5)
+        except Exception:  # this process's own connections broke with the restart too
+            _reset_broker_pools()
+            return False
+
+    return check
+
+
+def _ingesting(pk: int):
+    def check():
+        """the ingest to be under way"""
+        row = Upload.objects.get(pk=pk)
+        return row.status == JobStatus.RUNNING and row.progress_done > 0
+
+    return check
+
+
+@needs_broker
+def test_a_busy_worker_survives_a_broker_restart_and_takes_the_next_upload(big_log, chat_log,
+                                                                           tmp_path):  # fmt: skip
+    """Celery/kombu 5.7 on Redis: a prefork worker with a task running exited with
+    "Unrecoverable error: AttributeError('NoneType' object has no attribute 'hostname')"
+    when the broker went away (console.broker has the why)."""
+    with _worker_on_private_broker("steady", tmp_path) as (redis, worker):
+        upload = upload_create(name="big", sources=[big_log])
+        wait_for(_ingesting(upload.pk), timeout=60, interval=0.05)
+        redis.stop()  # mid-task: the worker's consumer loses its connection
+        time.sleep(12)
+        assert worker.poll() is None, (tmp_path / "steady.log").read_text()[-3000:]
+        redis.start()
+        # the task went on through the outage (the database was there) and finished
+        done = wait_for(_finished(upload.pk), timeout=240)
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 20_000
+        assert Analysis.objects.get(upload=done).report == _direct_report(big_log)
+        wait_for(_answers(f"steady@{socket.gethostname()}"), timeout=60)
+        # the same worker, reconnected, takes the next upload
+        after = upload_create(name="after the restart", sources=[chat_log])
+        again = wait_for(_finished(after.pk), timeout=120)
+        assert again.status == JobStatus.DONE and not again.dispatch_failed, again.message
+        assert again.requests == 120
+        assert worker.poll() is None
+        log = (tmp_path / "steady.log").read_text()
+        assert "Unrecoverable error" not in log
+        assert "Connection to broker lost" in log  # it did see the outage
+
+
+@needs_broker
+def test_jobs_undispatched_while_the_broker_was_down_are_queued_when_a_worker_reconnects(
+    chat_log, tmp_path
+):
+    with _worker_on_private_broker("patient", tmp_path) as (redis, worker):
+        redis.stop()
+        upload = upload_create(name="while down", sources=[chat_log])
+        failed = Upload.objects.get(pk=upload.pk)
+        assert failed.status == JobStatus.FAILED and failed.dispatch_failed
+        assert all(Path(p).exists() for p in failed.raw_paths)
+        redis.start()  # back, and the worker was never restarted
+
+        def requeued_and_finished():
+            """the upload to be queued again by the reconnected worker, and finish"""
+            row = Upload.objects.get(pk=upload.pk)
+            return row if row.finished and not row.dispatch_failed else None
+
+        done = wait_for(requeued_and_finished, timeout=120)
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 120 and done.raw_paths == []
+        assert worker.poll() is None
