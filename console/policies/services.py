@@ -22,6 +22,7 @@ from console.policies.models import (
     EDITABLE,
     AuditEvent,
     Policy,
+    PolicyError,
     PolicyVersion,
     Review,
     SignOff,
@@ -30,10 +31,6 @@ from console.policies.models import (
 from console.roles import can_approve, can_author
 
 GIB = 1 << 30
-
-
-class PolicyError(Exception):
-    """A transition that is not allowed now, said in words for the user."""
 
 
 class ChecksFailed(PolicyError):
