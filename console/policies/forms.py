@@ -31,6 +31,30 @@ def _list(value: str) -> list[str]:
     return [item.strip() for item in value.replace("\n", ",").split(",") if item.strip()]
 
 
+class SignForm(forms.Form):
+    """An approver's decision: a comment and the password again (approve, retire). Bound
+    again after a refusal, so the comment written survives a mistyped password."""
+
+    comment = forms.CharField(
+        max_length=4000, widget=forms.Textarea(attrs={"rows": 2}), label="Comment"
+    )
+    password = forms.CharField(
+        max_length=512,
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        label="Your password",
+    )
+
+    def __init__(self, *args, action: str, **kwargs):
+        # "approve-comment", "retire-password": two of these on one page
+        super().__init__(*args, auto_id=f"{action}-%s", **kwargs)
+        if action == "retire":
+            self.fields["comment"].label = "Why"
+        self.fields["comment"].error_messages["required"] = (
+            "An approval needs a comment." if action == "approve" else "Say why."
+        )
+
+
 class PolicyCreateForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="e.g. “chat routes, EU tenants”")
 

@@ -38,6 +38,8 @@ from tests.console.conftest import PASSWORD, _user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
+# the routes of the chat log, and the Hugging Face repositories an engine loads for them
+HF = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct"}
 
 
 @pytest.fixture
@@ -207,7 +209,8 @@ def test_submission_runs_the_checks(analysis, analyst):
 def test_retire(analysis, analyst, approver):
     version = _submitted(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
-    policy_retire(policy=version.policy, user=approver, comment="Route decommissioned.")
+    policy_retire(policy=version.policy, user=approver, password=PASSWORD,
+                  comment="Route decommissioned.")  # fmt: skip
     version.refresh_from_db()
     assert version.state == VersionState.RETIRED
     with pytest.raises(PolicyError, match="retired"):
@@ -391,8 +394,10 @@ def test_vllm_flags_export(analysis, analyst, approver):
              if not line.startswith("#")]  # fmt: skip
     assert version.digest in export_text(version, "vllm")
     native = shlex.split(lines[0])
-    # the first route the policy governs is the model served
-    assert native[:3] == ["vllm", "serve", version.body["routes"][0]]
+    # the first route the policy governs, served by its Hugging Face id under its own name
+    route = version.body["routes"][0]
+    assert native[:3] == ["vllm", "serve", HF[route]]
+    assert native[native.index("--served-model-name") + 1] == route
     size = native[native.index("--kv-offloading-size") + 1]
     assert float(size) == 8.0  # GiB, the total across TP ranks
     assert native[native.index("--kv-offloading-backend") + 1] == "native"
@@ -407,7 +412,7 @@ def test_helm_values_export(analysis, analyst, approver):
     version = _approved(analysis, analyst, approver)
     values = yaml.safe_load(export_text(version, "helm"))
     spec = values["servingEngineSpec"]["modelSpec"][0]
-    assert spec["modelURL"] == version.body["routes"][0]
+    assert spec["modelURL"] == HF[version.body["routes"][0]]
     assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "8"}
     assert spec["vllmConfig"]["tensorParallelSize"] == analysis.params["tp"]
 
@@ -469,7 +474,7 @@ def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, app
     v2 = version_new(policy=v1.policy, user=analyst)
     v2 = version_update(version=v2, body=v2.body, user=analyst, analysis=analysis)
     version_submit(version=v2, user=analyst)
-    policy_retire(policy=v1.policy, user=approver, comment="gone")
+    policy_retire(policy=v1.policy, user=approver, password=PASSWORD, comment="gone")
     with pytest.raises(PolicyError, match="retired"):
         version_approve(version=v2, user=approver2, password=PASSWORD, comment="late")
     v2.refresh_from_db()
