@@ -230,7 +230,10 @@ def findings_for(version: PolicyVersion) -> list[Finding]:
     analysis = version.analysis
     report = analysis.report if analysis is not None else None
     tenants = report.get("tenants", 0) if report else 0
-    return check_body(version.body, report, tenants)
+    rerun = version.constrained_analysis
+    # the policy's own re-run, once it has finished (until then nothing to compare)
+    constrained = rerun.report if rerun is not None and rerun.report else None
+    return check_body(version.body, report, tenants, constrained)
 
 
 def _transition(

@@ -78,9 +78,11 @@ def sizing(params: dict | None) -> Sizing | None:
     )
 
 
-def served_routes(body: dict) -> list[Served]:
-    """Every governed route as it is served (routes in the body's order)."""
-    size = sizing((body.get("evidence") or {}).get("params"))
+def served_routes(body: dict, size: Sizing | None = None) -> list[Served]:
+    """Every governed route as it is served (routes in the body's order), against the
+    sizing given or else the one in the body's own evidence."""
+    if size is None:
+        size = sizing((body.get("evidence") or {}).get("params"))
     overrides = body.get("serving") or {}
     out = []
     for route in body["routes"]:
@@ -112,7 +114,7 @@ def differences(body: dict, size: Sizing | None) -> list[str]:
     if size is None:
         return []
     out = []
-    for served in served_routes(body):
+    for served in served_routes(body, size):
         if served.preset is None:
             out.append(
                 f"Route “{served.route}” is not a model kvscope knows; its sizes assume "

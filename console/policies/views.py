@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -158,8 +160,20 @@ def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if not version.editable:
         messages.error(request, "Only a draft can be edited; approved versions are immutable.")
         return redirect("policy_version", pk=pk)
+    too_large, data = "", None
     if request.method == "POST":
-        form = PolicyForm(request.POST)
+        try:
+            data = request.POST
+        except (RequestDataTooBig, TooManyFieldsSent):
+            # past Django's request limits: the form is shown again as stored, saying so
+            data = None
+            too_large = (
+                "Nothing was saved: the form sent is larger than the server accepts "
+                f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024:,} KiB). Policy texts "
+                "are limited to 10,000 characters each."
+            )
+    if request.method == "POST" and data is not None:
+        form = PolicyForm(data)
         if form.is_valid():
             try:
                 version_update(
@@ -176,7 +190,8 @@ def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 return redirect("policy_version", pk=pk)
     else:
         form = PolicyForm(initial=initial_from_body(version.body, version.analysis))
-    return render(request, "policies/edit.html", {"form": form, "version": version})
+    context = {"form": form, "version": version, "too_large": too_large}
+    return render(request, "policies/edit.html", context)
 
 
 def _post_action(request: HttpRequest, pk: int, action) -> HttpResponse:

@@ -127,7 +127,7 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     if not routes:  # the log named no route: the form requires one
         page.locator("#id_routes").fill("llama-3.1-8b")
     page.locator("#id_scope").select_option("tenant")
-    page.locator("#id_purge_deadline_s").fill("3600")
+    page.locator("#id_purge_deadline_s").fill("86400")  # no event's deadline is longer
     expect(page.locator("#id_eol_lifetime_expiry")).to_be_checked()  # the empty body's event
     page.locator("#id_eol_lifetime_expiry_deadline_s").fill("60")
     page.locator("#id_eol_tenant_offboarding").check()

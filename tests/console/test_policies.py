@@ -64,7 +64,7 @@ def complete(body: dict) -> dict:
     body.update(
         routes=body["routes"] or ["llama-3.1-8b"],
         lifetime_s=1800,
-        purge_deadline_s=3600,
+        purge_deadline_s=86400,  # no event may take longer than this
         scope="tenant",
     )
     body["end_of_life"] = [
@@ -188,7 +188,9 @@ def test_changes_requested_goes_back_to_the_author(analysis, analyst, approver):
     version_request_changes(version=version, user=approver, comment="Purge faster.")
     version.refresh_from_db()
     assert version.state == VersionState.CHANGES_REQUESTED
-    body = dict(version.body, purge_deadline_s=600)
+    body = dict(version.body, purge_deadline_s=600,
+                end_of_life=[{"event": "lifetime_expiry", "deadline_s": 60},
+                             {"event": "tenant_offboarding", "deadline_s": 600}])  # fmt: skip
     version = version_update(version=version, body=body, user=analyst, analysis=analysis)
     version_submit(version=version, user=analyst)
     version.refresh_from_db()
