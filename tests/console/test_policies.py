@@ -4,9 +4,11 @@ and the exports."""
 from __future__ import annotations
 
 import copy
+import html
 import io
 import itertools
 import json
+import re
 import shlex
 
 import pytest
@@ -25,6 +27,7 @@ from console.models import (
     JobStatus,
     Policy,
     PolicyVersion,
+    SignInFailure,
     VersionState,
 )
 from console.policies import audit
@@ -34,6 +37,7 @@ from console.policies.models import AppendOnlyError
 from console.policies.services import (
     ChecksFailed,
     PolicyError,
+    findings_for,
     policy_create,
     policy_retire,
     version_approve,
@@ -43,7 +47,7 @@ from console.policies.services import (
     version_update,
 )
 from console.policies.views import export_text
-from console.services import upload_create
+from console.services import analysis_create, upload_create
 from tests.console.conftest import PASSWORD, _user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -687,3 +691,281 @@ def test_exports_and_the_sign_off_page_refuse_a_body_changed_after_approval(
     assert signoff.status_code == 409
     text = signoff.content.decode()
     assert message in text and "<strong>Approved</strong> by" not in text
+
+
+# --- approvals: throttled, separated, and kind to the reviewer ------------------------------
+def test_the_approval_password_is_throttled_with_sign_in(client, analysis, analyst, approver,
+                                                         settings):  # fmt: skip
+    version = _submitted(analysis, analyst)
+    limit = settings.KVSCOPE_LOGIN_FAILURES
+    for _ in range(limit):
+        with pytest.raises(PolicyError, match="The password is not correct"):
+            version_approve(version=version, user=approver, password="guess", comment="ok",
+                            address="10.0.0.5")  # fmt: skip
+    assert SignInFailure.objects.filter(username=approver.username).count() == limit
+    # now even the right password is refused for a while
+    minutes = settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS // 60
+    with pytest.raises(PolicyError, match=f"Too many failed password checks for this account; "
+                                          f"try again in {minutes} minutes"):  # fmt: skip
+        version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW and version.digest == ""
+    # one count: the guesses at the approval form lock the sign-in form too
+    page = client.post(reverse("login"), {"username": approver.username, "password": PASSWORD})
+    assert "Too many failed sign-ins for this account" in page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def _textarea(page: str, field_id: str) -> str:
+    found = re.search(rf'<textarea[^>]*id="{field_id}"[^>]*>(.*?)</textarea>', page, re.S)
+    assert found, f"no textarea #{field_id}"
+    return html.unescape(found.group(1)).strip()
+
+
+def test_a_wrong_password_keeps_the_reviewers_comment(client, analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    client.force_login(approver)
+    url = reverse("policy_approve", args=[version.pk])
+    comment = "Matches the DPA; purge deadlines checked with the SRE team."
+    response = client.post(url, {"comment": comment, "password": "not it"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _textarea(page, "approve-comment") == comment
+    assert re.search(r'id="approve-password_error"><p class="error" role="alert">'
+                     r"The password is not correct.</p>", page)  # fmt: skip
+    response = client.post(url, {"comment": "  ", "password": PASSWORD})
+    assert response.status_code == 200
+    assert 'id="approve-comment_error"><p class="error" role="alert">An approval needs a ' \
+        "comment.</p>" in response.content.decode()  # fmt: skip
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    assert client.post(url, {"comment": comment, "password": PASSWORD}).status_code == 302
+    assert PolicyVersion.objects.get(pk=version.pk).signoff.comment == comment
+
+
+def test_retiring_asks_for_the_password_and_a_comment(client, analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    with pytest.raises(PolicyError, match="The password is not correct"):
+        policy_retire(policy=version.policy, user=approver, password="x", comment="gone")
+    with pytest.raises(PolicyError, match="Say why the policy is retired"):
+        policy_retire(policy=version.policy, user=approver, password=PASSWORD, comment=" ")
+    client.force_login(approver)
+    url = reverse("policy_retire", args=[version.pk])
+    response = client.post(url, {"comment": "Route decommissioned.", "password": "x"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _textarea(page, "retire-comment") == "Route decommissioned."
+    assert 'id="retire-password_error"' in page
+    version.refresh_from_db()
+    assert version.state == VersionState.APPROVED and version.policy.retired_at is None
+    client.post(url, {"comment": "Route decommissioned.", "password": PASSWORD})
+    version.refresh_from_db()
+    assert version.state == VersionState.RETIRED
+    assert version.reviews.last().comment == "Route decommissioned."
+
+
+def test_only_its_creator_deletes_a_draft(analysis, analyst):
+    from console.policies.services import version_delete_draft
+
+    colleague = _user("ana2", "analyst")
+    version = policy_create(name="mine", user=analyst, analysis=analysis)
+    body = dict(version.body, lifetime_s=61)  # one trivial edit by the colleague
+    version = version_update(version=version, body=body, user=colleague, analysis=analysis)
+    with pytest.raises(PolicyError, match="Only the analyst who created a draft may delete it"):
+        version_delete_draft(version=version, user=colleague)
+    assert PolicyVersion.objects.filter(pk=version.pk).exists()
+    assert version_delete_draft(version=version, user=analyst) is None
+    assert not PolicyVersion.objects.filter(pk=version.pk).exists()
+
+
+def test_an_approver_who_submitted_the_version_cannot_approve_it(analysis, analyst, approver):
+    both = _user("both", "analyst", "approver")
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis)  # fmt: skip
+    version_submit(version=version, user=both)
+    with pytest.raises(PolicyError, match="You submitted this version"):
+        version_approve(version=version, user=both, password=PASSWORD, comment="mine")
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")  # another
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.APPROVED
+
+
+# --- exports and checks that match the policy ----------------------------------------------
+@pytest.fixture
+def fp8_tp2(analysis, analyst):
+    """The same traffic sized for an FP8 KV cache at TP 2."""
+    params = dict(analysis.params, kv_dtype="fp8", tp=2)
+    rerun = analysis_create(upload=analysis.upload, block_tokens=analysis.block_tokens,
+                            params=params, user=analyst)  # fmt: skip
+    return wait_for(lambda: Analysis.objects.filter(pk=rerun.pk, status=JobStatus.DONE).first())
+
+
+def test_every_governed_route_is_exported_with_its_model_tp_and_kv_dtype(fp8_tp2, analyst,
+                                                                        approver):  # fmt: skip
+    def governs_both(body):
+        body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
+
+    version = _approved(fp8_tp2, analyst, approver, governs_both)
+    assert version.body["evidence"]["params"]["kv_dtype"] == "fp8"
+    commands = [shlex.split(line) for line in export_text(version, "vllm").splitlines()
+                if not line.startswith("#")]  # fmt: skip
+    assert len(commands) == 4  # native and LMCache, for each route
+    pairs = zip(commands[::2], commands[1::2], strict=True)
+    for route, (native, lmcache) in zip(HF, pairs, strict=True):
+        for command in (native, lmcache[1:]):  # lmcache[0] is LMCACHE_CONFIG_FILE=…
+            assert command[:3] == ["vllm", "serve", HF[route]]
+            assert command[command.index("--served-model-name") + 1] == route
+            assert command[command.index("--tensor-parallel-size") + 1] == "2"
+            assert command[command.index("--kv-cache-dtype") + 1] == "fp8"
+        assert float(native[native.index("--kv-offloading-size") + 1]) == 8.0  # replica total
+    lmcache_text = export_text(version, "lmcache")
+    config = yaml.safe_load(lmcache_text)  # one document: both routes run at TP 2
+    assert config["max_local_cpu_size"] == 4.0  # 8 GiB over 2 ranks
+    assert "# for routes: llama-3.1-8b, qwen2.5-7b" in lmcache_text
+    assert "# route qwen2.5-7b: model Qwen/Qwen2.5-7B-Instruct, TP 2, KV dtype fp8 (vLLM " \
+        "--kv-cache-dtype fp8)" in lmcache_text  # fmt: skip
+    specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
+    assert [s["modelURL"] for s in specs] == list(HF.values())
+    for spec, route in zip(specs, HF, strict=True):
+        assert spec["vllmConfig"]["tensorParallelSize"] == spec["requestGPU"] == 2
+        assert spec["vllmConfig"]["extraArgs"] == ["--kv-cache-dtype", "fp8",
+                                                   "--served-model-name", route]  # fmt: skip
+        assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "4"}
+
+
+def test_a_route_served_at_its_own_tp_gets_its_own_per_rank_sizes(fp8_tp2, analyst, approver):
+    def qwen_at_tp4(body):
+        body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
+        body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
+
+    version = _approved(fp8_tp2, analyst, approver, qwen_at_tp4)
+    first, second = yaml.safe_load_all(export_text(version, "lmcache"))
+    assert (first["max_local_cpu_size"], second["max_local_cpu_size"]) == (4.0, 2.0)
+    specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
+    qwen = specs[1]
+    assert qwen["requestGPU"] == 4 and qwen["lmcacheConfig"]["cpuOffloadingBufferSize"] == "2"
+    assert qwen["vllmConfig"]["extraArgs"][:2] == ["--kv-cache-dtype", "auto"]  # its own bf16
+
+
+def test_check_routes_served_unlike_the_analysis():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["routes"] = ["llama-3.1-8b", "Qwen/Qwen2.5-7B-Instruct", "chat-prod"]
+    body["serving"] = {"llama-3.1-8b": {"tp": 2, "kv_dtype": "fp8"}}
+    report = dict(_report(), params={"model": "llama-3.1-8b", "kv_dtype": "bf16", "tp": 1})
+    warnings = [f.message for f in check_body(body, report) if f.field == "routes"]
+    assert warnings == [
+        "Route “llama-3.1-8b” stores KV as fp8, but the analysis sized bf16.",
+        "Route “llama-3.1-8b” runs at TP 2, but the analysis sized TP 1.",
+        "Route “Qwen/Qwen2.5-7B-Instruct” serves qwen2.5-7b, but the analysis sized "
+        "llama-3.1-8b: its KV bytes per token differ.",
+        "Route “chat-prod” is not a model kvscope knows; its sizes assume llama-3.1-8b and "
+        "the exports serve meta-llama/Llama-3.1-8B-Instruct.",
+    ]
+
+
+def test_check_event_deadlines_longer_than_the_purge_deadline():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["purge_deadline_s"] = 900  # 15 min
+    body["end_of_life"] = [
+        {"event": "lifetime_expiry", "deadline_s": 3600},
+        {"event": "tenant_offboarding", "deadline_s": 86400},
+        {"event": "manual_purge", "deadline_s": 900},  # exactly the deadline: fine
+    ]
+    errors = [f.message for f in check_body(body, _report()) if f.level == "error"]
+    assert errors == [
+        "“Lifetime expiry” may take 1 h, longer than the maximum time to purge (15 min).",
+        "“Tenant offboarding” may take 24 h, longer than the maximum time to purge (15 min).",
+    ]
+
+
+def test_check_ram_tier_against_the_policys_own_rerun():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())  # 8 GiB of CPU RAM
+    recommendation = {"ram_bytes": 4 * GIB, "headroom": 0.1, "lifetime_s": 1800}
+    rerun = {"scope": "tenant", "recommendation": recommendation}
+    assert _messages(check_body(body, _report(), constrained_report=rerun), "warning") == (
+        "CPU RAM 8 GiB is 100% above the 4.00 GiB the re-run with the policy's lifetime "
+        "(1800 s) and scope (tenant) recommends: more than its headroom of 10%."
+    )
+    body["tiers"]["cpu_ram"]["size_gib"] = 4.3  # 7.5 % above: within the headroom
+    assert _messages(check_body(body, _report(), constrained_report=rerun), "warning") == ""
+    body["tiers"]["cpu_ram"]["size_gib"] = 3.5  # 12.5 % below
+    assert "12% below the 4.00 GiB" in _messages(
+        check_body(body, _report(), constrained_report=rerun), "warning")  # fmt: skip
+
+
+def test_the_rerun_check_runs_on_a_real_version(analysis, analyst):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis)  # fmt: skip
+    rerun = wait_for(lambda: Analysis.objects.filter(
+        pk=version.constrained_analysis_id, status=JobStatus.DONE).first())  # fmt: skip
+    need = rerun.report["recommendation"]["ram_bytes"]
+    assert abs(8 * GIB - need) > 0.1 * need  # the chat log needs far less than 8 GiB
+    version = PolicyVersion.objects.get(pk=version.pk)
+    tiers = [f.message for f in findings_for(version) if f.field == "tiers"]
+    assert len(tiers) == 1 and f"above the {need / GIB:.2f} GiB the re-run" in tiers[0]
+
+
+# --- form limits ---------------------------------------------------------------------------
+def _form_post(version: PolicyVersion) -> dict:
+    """The edit form's POST for a version as stored (what a browser sends back)."""
+    from console.policies.forms import initial_from_body
+
+    data = {}
+    for key, value in initial_from_body(version.body, version.analysis).items():
+        if value is True:
+            data[key] = "on"
+        elif value not in (None, False, []):
+            data[key] = value
+    return data
+
+
+def test_oversized_text_and_absurd_numbers_are_errors_at_their_fields(client, analysis,
+                                                                      analyst):  # fmt: skip
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    before = PolicyVersion.objects.get(pk=version.pk).body
+    client.force_login(analyst)
+    url = reverse("policy_edit", args=[version.pk])
+    data = _form_post(version) | {
+        "cpu_ram_size_gib": "1e308",
+        "lifetime_s": "1e308",
+        "eol_lifetime_expiry_deadline_s": "1e308",
+        "justification": "x" * 100_000,
+        "routes": ", ".join(f"r{i}" for i in range(51)),
+        "serving": "r1 tp=0",
+    }
+    response = client.post(url, data)
+    assert response.status_code == 200
+    page = response.content.decode()
+    for field, message in [
+        ("cpu_ram_size_gib", "less than or equal to 1048576"),
+        ("lifetime_s", "less than or equal to 1000000000"),
+        ("eol_lifetime_expiry_deadline_s", "less than or equal to 1000000000"),
+        ("justification", "at most 10000 characters (it has 100000)"),
+        ("routes", "At most 50 routes (51 given)."),
+        ("serving", "Line 1: “tp=0” is not tp=&lt;1…256&gt;"),
+    ]:
+        found = re.search(rf'id="id_{field}_error">(.*?)</div>', page, re.S)
+        assert found and message in found.group(1), (field, found and found.group(1))
+    assert PolicyVersion.objects.get(pk=version.pk).body == before
+
+
+def test_a_form_over_the_request_limit_is_shown_again(client, analysis, analyst, settings):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    before = PolicyVersion.objects.get(pk=version.pk).body
+    client.force_login(analyst)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    data = _form_post(version) | {"justification": "x" * (65 * 1024)}
+    response = client.post(reverse("policy_edit", args=[version.pk]), data)
+    assert response.status_code == 200
+    assert "Nothing was saved: the form sent is larger than the server accepts (64 KiB)" \
+        in response.content.decode()  # fmt: skip
+    assert PolicyVersion.objects.get(pk=version.pk).body == before
