@@ -172,9 +172,11 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     page.locator("#approve-comment").fill(COMMENT)
     page.locator("#approve-password").fill("not the password")
     page.get_by_role("button", name="Approve and sign off").click()
-    expect(page.locator("p.flash.error")).to_have_text("The password is not correct.")
+    # the error is at the password field, and the comment written is still there
+    expect(page.locator("#approve-password_error")).to_have_text("The password is not correct.")
+    expect(page.locator("#approve-comment")).to_have_value(COMMENT)
+    expect(page.locator("#approve-password")).to_have_value("")
     expect(page.locator("[data-state]")).to_have_text("In review")
-    page.locator("#approve-comment").fill(COMMENT)
     page.locator("#approve-password").fill(PASSWORD)
     page.get_by_role("button", name="Approve and sign off").click()
     expect(page.locator("p.flash.success")).to_have_text("Approved and signed off.")
