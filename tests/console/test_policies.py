@@ -969,3 +969,22 @@ def test_a_form_over_the_request_limit_is_shown_again(client, analysis, analyst,
     assert "Nothing was saved: the form sent is larger than the server accepts (64 KiB)" \
         in response.content.decode()  # fmt: skip
     assert PolicyVersion.objects.get(pk=version.pk).body == before
+
+
+def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis, analyst):
+    from django.db.migrations.executor import MigrationExecutor
+
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    policy_create(name="p2", user=analyst, analysis=analysis)
+    last = AuditEvent.objects.latest("pk")
+    try:
+        # back to before 0013: no head table, no new guards
+        MigrationExecutor(connection).migrate([("console", "0012_job_heartbeat")])
+        assert "console_audithead" not in connection.introspection.table_names()
+    finally:  # forward to every latest migration (later ones included)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    head = AuditHead.objects.get()
+    assert (head.events, head.last_id, head.last_hash) == (2, last.pk, last.hash)
+    assert audit.verify().ok
+    _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
