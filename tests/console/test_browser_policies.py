@@ -225,3 +225,29 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     # --- nothing left the live server, nothing failed (a refused POST would be a 403) -----
     assert session.requested(rf"/policies/versions/{pk}/approve/$")
     session.assert_clean()
+
+
+def test_retiring_takes_the_password_and_keeps_the_comment_after_a_wrong_one(
+    browser_page, evidence, analyst, approver
+):
+    from tests.console.test_policies import _approved
+
+    version = _approved(evidence, analyst, approver)
+    session, page = browser_page, browser_page.page
+    sign_in(page, approver.username)
+    page.goto(f"/policies/versions/{version.pk}/")
+    page.get_by_text("Retire this policy").click()  # a closed <details>
+    page.locator("#retire-comment").fill("Route decommissioned.")
+    page.locator("#retire-password").fill("not the password")
+    page.get_by_role("button", name="Retire").click()
+    # back with the panel open, the error at the password, the reason still written
+    expect(page.locator("#retire-password_error")).to_have_text("The password is not correct.")
+    expect(page.locator("#retire-comment")).to_be_visible()
+    expect(page.locator("#retire-comment")).to_have_value("Route decommissioned.")
+    expect(page.locator("[data-state]")).to_have_text("Approved")
+    page.locator("#retire-password").fill(PASSWORD)
+    page.get_by_role("button", name="Retire").click()
+    expect(page.locator("p.flash.success")).to_have_text("The policy is retired.")
+    expect(page.locator("[data-state]")).to_have_text("Retired")
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.RETIRED
+    session.assert_clean()
