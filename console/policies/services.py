@@ -108,6 +108,12 @@ def _submitted_by(version: PolicyVersion, user) -> bool:
     return Review.objects.filter(version=version, action="submit", actor=user).exists()
 
 
+def worked_on(version: PolicyVersion, user) -> bool:
+    """Whether the user wrote, edited or submitted the version: then they may not sign it
+    off (version_approve says which)."""
+    return version.author_id == user.pk or _edited_by(version, user) or _submitted_by(version, user)
+
+
 def _check_password(user, password: str, address: str) -> None:
     """The re-entered password, throttled as sign-in is (and counted with it): after
     KVSCOPE_LOGIN_FAILURES wrong ones even the right one is refused for a while."""
@@ -149,11 +155,11 @@ def _edited_by(version: PolicyVersion, user) -> bool:
 def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
     _require(can_author(user), "Only analysts draft policies.")
     if Policy.objects.filter(name=name).exists():
-        raise PolicyError(f"A policy named “{name}” exists already.")
+        raise PolicyError(f"A policy named “{name}” exists already.", field="name")
     try:
         version = _create_policy(name, user, analysis)
     except IntegrityError:  # the same name created concurrently
-        raise PolicyError(f"A policy named “{name}” exists already.") from None
+        raise PolicyError(f"A policy named “{name}” exists already.", field="name") from None
     _rerun_constrained(version, user)
     return version
 

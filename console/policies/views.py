@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
@@ -30,6 +32,7 @@ from console.policies.services import (
     version_request_changes,
     version_submit,
     version_update,
+    worked_on,
 )
 from console.roles import can_approve, can_author, reader_required
 from console.signin import client_address
@@ -60,8 +63,8 @@ def policy_new(request: HttpRequest) -> HttpResponse:
             version = policy_create(
                 name=form.cleaned_data["name"], user=request.user, analysis=analysis
             )
-        except PolicyError as exc:
-            form.add_error("name", str(exc))
+        except PolicyError as exc:  # the name taken, or the audit trail broken
+            form.add_error(exc.field, str(exc))
         else:
             return redirect("policy_edit", pk=version.pk)
     return render(request, "policies/new.html", {"form": form, "analysis": analysis})
@@ -96,18 +99,6 @@ def _integrity_problem(version: PolicyVersion) -> str:
     return ""
 
 
-def _own_work(version: PolicyVersion, user) -> bool:
-    """Whether the user wrote, edited or submitted the version (then they may not sign)."""
-    if version.author_id == user.pk:
-        return True
-    return AuditEvent.objects.filter(
-        object_type="PolicyVersion",
-        object_id=str(version.pk),
-        actor_name=user.get_username(),
-        action__in=["policy.create", "policy.edit", "policy.new_version", "policy.submit"],
-    ).exists()
-
-
 def _render_version(
     request: HttpRequest,
     version: PolicyVersion,
@@ -132,7 +123,7 @@ def _render_version(
         and version.state == VersionState.DRAFT
         and not version.reviews.exists(),
         "can_review": can_approve(user) and version.state == VersionState.IN_REVIEW,
-        "is_author": _own_work(version, user),
+        "is_author": worked_on(version, user),
         "can_new_version": can_author(user)
         and version.policy.retired_at is None
         and version.state in (VersionState.APPROVED, VersionState.SUPERSEDED),
@@ -227,7 +218,13 @@ def version_request_changes_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _post_action(request, pk, act)
 
 
-def _signed_decision(request: HttpRequest, pk: int, action: str, decide, done: str):
+def _signed_decision(
+    request: HttpRequest,
+    pk: int,
+    action: str,
+    decide: Callable[[PolicyVersion, dict, str], None],
+    done: str,
+) -> HttpResponse:
     """Approve or retire: a refusal that belongs to the form (the password, the comment)
     re-renders the page with the form as it was sent; any other goes back with a message."""
     version = _version(pk)

@@ -988,3 +988,22 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
     assert (head.events, head.last_id, head.last_hash) == (2, last.pk, last.hash)
     assert audit.verify().ok
     _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
+
+
+def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    newest = AuditEvent.objects.latest("pk")
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
+    client.force_login(analyst)
+    response = client.post(reverse("policy_new"), {"name": "after the cut"})
+    assert response.status_code == 200  # the form again, the reason above it, not a 500
+    page = response.content.decode()
+    assert re.search(r'<div class="error-box" role="alert"><p>The audit trail does not end '
+                     r"where its head says", page)  # fmt: skip
+    assert not Policy.objects.filter(name="after the cut").exists()
+    # an export must be recorded: with no way to record it, nothing is served
+    left = AuditEvent.objects.count()
+    response = client.get(reverse("policy_export", args=[version.pk, "vllm-serve.sh"]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("policy_version", args=[version.pk])
+    assert AuditEvent.objects.count() == left
