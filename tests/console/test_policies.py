@@ -993,8 +993,12 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
 def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver):
     version = _approved(analysis, analyst, approver)
     newest = AuditEvent.objects.latest("pk")
+    previous = AuditEvent.objects.filter(pk__lt=newest.pk).latest("pk")
     _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
     client.force_login(analyst)
+    trail = client.get(reverse("audit_log")).content.decode()
+    assert (f"<strong>The chain is broken:</strong> the newest 1 event is missing after "
+            f"#{previous.pk}") in trail  # fmt: skip
     response = client.post(reverse("policy_new"), {"name": "after the cut"})
     assert response.status_code == 200  # the form again, the reason above it, not a 500
     page = response.content.decode()
