@@ -119,8 +119,10 @@ class PolicyError(Exception):
 
 class AuditEvent(models.Model):
     """Append-only: each event stores the hash of the previous one (a hash chain), so a
-    changed or removed row is detectable (manage.py verify_audit). Rows cannot be updated
-    or deleted through the ORM; on PostgreSQL a trigger refuses it in the database too."""
+    changed or removed row is detectable (manage.py verify_audit), and AuditHead anchors
+    the newest one, so a removed tail is too. Rows cannot be updated or deleted through the
+    ORM; triggers refuse UPDATE and DELETE in the database too (PostgreSQL and SQLite) and
+    TRUNCATE on PostgreSQL (migrations 0004, 0013; the flush command's exception)."""
 
     at = models.DateTimeField()
     # no database constraint and no SET NULL: deleting a user must not rewrite audit rows
