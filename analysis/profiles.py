@@ -105,6 +105,20 @@ PRESETS: dict[str, KVProfile] = {
 
 DEFAULT_PROFILE = "llama-3.1-8b"
 
+# The Hugging Face repository a serving engine loads for each preset (the instruct/chat
+# release where there is one): what exported engine configurations name.
+HF_IDS: dict[str, str] = {
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
+    "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "mistral-7b-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen2.5-72b": "Qwen/Qwen2.5-72B-Instruct",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "gemma-2-9b": "google/gemma-2-9b-it",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+}
+
 
 class ProfileError(ValueError):
     pass

@@ -150,6 +150,7 @@ class Analysis(Job):
 from console.evidence.models import BenchRun, Tier  # noqa: E402
 from console.policies.models import (  # noqa: E402
     AuditEvent,
+    AuditHead,
     Policy,
     PolicyVersion,
     Review,
@@ -161,6 +162,7 @@ from console.signin import SignInFailure  # noqa: E402
 __all__ = [
     "Analysis",
     "AuditEvent",
+    "AuditHead",
     "BenchRun",
     "Job",
     "JobStatus",

@@ -43,30 +43,39 @@ def _recent(**which) -> int:
     return SignInFailure.objects.filter(at__gte=since, **which).count()
 
 
+def throttled(username: str, address: str, what: str = "sign-ins") -> str | None:
+    """Why a password check for this account or address is refused now, or None: the
+    sign-in form and every re-entered password (approvals, retirements) share the count,
+    so a second place to guess never adds tries."""
+    minutes = max(1, settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS // 60)
+    limit = settings.KVSCOPE_LOGIN_FAILURES
+    username = username.lower()
+    if username and _recent(username=username) >= limit:
+        return f"Too many failed {what} for this account; try again in {minutes} minutes."
+    if address and _recent(address=address) >= limit * 4:
+        return f"Too many failed {what} from this address; try again in {minutes} minutes."
+    return None
+
+
+def record_failure(username: str, address: str) -> None:
+    SignInFailure.objects.create(username=username.lower()[:150], address=address)
+    _forget_old_failures()
+
+
 class ThrottledAuthenticationForm(AuthenticationForm):
     """Django's sign-in form, refusing accounts and addresses with too many recent
     failures before it even checks the password."""
 
     def clean(self):
-        username = (self.cleaned_data.get("username") or "").lower()
+        username = self.cleaned_data.get("username") or ""
         address = client_address(self.request)
-        minutes = max(1, settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS // 60)
-        limit = settings.KVSCOPE_LOGIN_FAILURES
-        if username and _recent(username=username) >= limit:
-            raise forms.ValidationError(
-                f"Too many failed sign-ins for this account; try again in {minutes} minutes.",
-                code="throttled",
-            )
-        if address and _recent(address=address) >= limit * 4:
-            raise forms.ValidationError(
-                f"Too many failed sign-ins from this address; try again in {minutes} minutes.",
-                code="throttled",
-            )
+        refused = throttled(username, address)
+        if refused:
+            raise forms.ValidationError(refused, code="throttled")
         try:
             return super().clean()
         except forms.ValidationError:
-            SignInFailure.objects.create(username=username[:150], address=address)
-            _forget_old_failures()
+            record_failure(username, address)
             raise
 
 

@@ -39,6 +39,8 @@ def empty_body() -> dict:
     """A new draft: every key present, nothing decided that a reviewer must decide."""
     return {
         "routes": [],
+        # {route: {"tp": n, "kv_dtype": d}} for routes not served as the analysis assumed
+        "serving": {},
         "tenants": [],
         "lifetime_s": None,
         "purge_deadline_s": None,

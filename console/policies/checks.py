@@ -14,6 +14,7 @@ from console.policies.body import (
     WORKER_EXIT,
     persistent_tier_enabled,
 )
+from console.policies.serving import differences, sizing
 
 GIB = 1 << 30
 
@@ -26,7 +27,10 @@ class Finding:
 
 
 def check_body(
-    body: dict, evidence_report: dict | None = None, tenants_in_traffic: int = 0
+    body: dict,
+    evidence_report: dict | None = None,
+    tenants_in_traffic: int = 0,
+    constrained_report: dict | None = None,
 ) -> list[Finding]:
     """Every problem of a policy body, errors first."""
     out: list[Finding] = []
@@ -54,6 +58,17 @@ def check_body(
             error("end_of_life", f"“{name}” has no purge deadline.")
     if len({item["event"] for item in events}) != len(events):
         error("end_of_life", "Each end-of-life event may appear once.")
+    purge = body["purge_deadline_s"]
+    if purge and purge > 0:
+        # the overall deadline bounds every event's: a longer one promises what it breaks
+        for item in events:
+            deadline = item.get("deadline_s")
+            if item["event"] in END_OF_LIFE_EVENTS and deadline and deadline > purge:
+                error(
+                    "end_of_life",
+                    f"“{END_OF_LIFE_EVENTS[item['event']]}” may take {_duration(deadline)}, "
+                    f"longer than the maximum time to purge ({_duration(purge)}).",
+                )
 
     tiers = body["tiers"]
     ram = tiers["cpu_ram"]
@@ -102,6 +117,10 @@ def check_body(
         warning("evidence", "No analysis is linked: the policy's sizes have no evidence.")
     else:
         _check_against_evidence(body, evidence_report, tenants_in_traffic, error, warning)
+        for message in differences(body, sizing(evidence_report.get("params"))):
+            warning("routes", message)
+    if constrained_report is not None:
+        _check_against_rerun(body, constrained_report, warning)
     out.sort(key=lambda f: f.level != "error")
     return out
 
@@ -133,3 +152,37 @@ def _check_against_evidence(body, report, tenants_in_traffic, error, warning) ->
             f"Scope “global” on traffic from {tenants_in_traffic} tenants: their prompts "
             "would share blocks (and timing side channels).",
         )
+
+
+def _check_against_rerun(body: dict, report: dict, warning) -> None:
+    """The RAM tier against the analysis re-run with the policy's own lifetime and scope
+    (what the policy needs): off by more than that recommendation's headroom is flagged."""
+    ram = body["tiers"]["cpu_ram"]
+    if not (ram["enabled"] and ram["size_gib"]):
+        return
+    rec = report["recommendation"]
+    need, headroom = rec["ram_bytes"], rec["headroom"]
+    size = ram["size_gib"] * GIB
+    lifetime = rec.get("lifetime_s")
+    what = (
+        f"the re-run with the policy's lifetime ({lifetime:g} s) and scope ({report['scope']})"
+        if lifetime
+        else f"the re-run with the policy's scope ({report['scope']})"
+    )
+    if need <= 0:
+        warning("tiers", f"CPU RAM {ram['size_gib']:g} GiB, but {what} finds nothing to keep.")
+    elif abs(size - need) > headroom * need:
+        warning(
+            "tiers",
+            f"CPU RAM {ram['size_gib']:g} GiB is {abs(size - need) / need:.0%} "
+            f"{'above' if size > need else 'below'} the {need / GIB:.2f} GiB {what} "
+            f"recommends: more than its headroom of {headroom:.0%}.",
+        )
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as people say them: 900 -> "15 min", 86400 -> "24 h"."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from analysis.profiles import DTYPE_BYTES
 from console.models import Analysis, BenchRun, JobStatus
 from console.policies.body import (
     CLASSIFICATIONS,
@@ -31,6 +32,85 @@ def _list(value: str) -> list[str]:
     return [item.strip() for item in value.replace("\n", ",").split(",") if item.strip()]
 
 
+# Limits that keep a policy a policy: past them a value is a mistake (or an attack on the
+# pages that show it), said at its field. 2**20 GiB is a pebibyte per tier; 10**9 s is
+# 31 years.
+MAX_GIB = float(1 << 20)
+MAX_SECONDS = 1e9
+SHORT_TEXT = 500
+LONG_TEXT = 10_000
+MAX_ROUTES = 50
+MAX_TP = 256
+
+
+def _text(label: str, *, long: bool = False, **kwargs) -> forms.CharField:
+    return forms.CharField(
+        required=False, label=label, max_length=LONG_TEXT if long else SHORT_TEXT, **kwargs
+    )
+
+
+def _gib(label: str) -> forms.FloatField:
+    return forms.FloatField(required=False, min_value=0, max_value=MAX_GIB, label=label)
+
+
+def parse_serving(text: str) -> dict:
+    """ "route tp=2 kv_dtype=fp8" lines -> {route: {"tp": 2, "kv_dtype": "fp8"}}."""
+    out: dict = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        words = line.split()
+        if not words:
+            continue
+        route, settings = words[0], {}
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key == "tp" and value.isdigit() and 1 <= int(value) <= MAX_TP:
+                settings["tp"] = int(value)
+            elif key == "kv_dtype" and value in DTYPE_BYTES:
+                settings["kv_dtype"] = value
+            else:
+                raise forms.ValidationError(
+                    f"Line {number}: “{word}” is not tp=<1…{MAX_TP}> or "
+                    f"kv_dtype=<{'|'.join(DTYPE_BYTES)}>."
+                )
+        if not settings:
+            raise forms.ValidationError(f"Line {number}: say tp=… or kv_dtype=… for {route}.")
+        if route in out:
+            raise forms.ValidationError(f"Line {number}: {route} is given twice.")
+        out[route] = settings
+    return out
+
+
+def serving_text(serving: dict) -> str:
+    return "\n".join(
+        " ".join([route, *(f"{k}={v}" for k, v in sorted(settings.items()))])
+        for route, settings in serving.items()
+    )
+
+
+class SignForm(forms.Form):
+    """An approver's decision: a comment and the password again (approve, retire). Bound
+    again after a refusal, so the comment written survives a mistyped password."""
+
+    comment = forms.CharField(
+        max_length=4000, widget=forms.Textarea(attrs={"rows": 2}), label="Comment"
+    )
+    password = forms.CharField(
+        max_length=512,
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        label="Your password",
+    )
+
+    def __init__(self, *args, action: str, **kwargs):
+        # "approve-comment", "retire-password": two of these on one page
+        super().__init__(*args, auto_id=f"{action}-%s", **kwargs)
+        if action == "retire":
+            self.fields["comment"].label = "Why"
+        self.fields["comment"].error_messages["required"] = (
+            "An approval needs a comment." if action == "approve" else "Say why."
+        )
+
+
 class PolicyCreateForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="e.g. “chat routes, EU tenants”")
 
@@ -47,18 +127,22 @@ class PolicyForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         label="Evidence: benchmark runs (replays with offload off and on)",
     )
-    routes = forms.CharField(required=False, label="Model routes governed",
-                             help_text="Comma-separated.")  # fmt: skip
-    tenants = forms.CharField(
-        required=False,
-        label="Tenants (optional)",
-        help_text="Comma-separated; empty = every tenant.",
+    routes = _text("Model routes governed", long=True, help_text="Comma-separated.")
+    serving = _text(
+        "Served differently from the analysis (optional)",
+        long=True,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One line per route: “route tp=2 kv_dtype=fp8”. Other routes are served "
+        "with the analysis's TP and KV dtype.",
     )
-    lifetime_s = forms.FloatField(required=False, min_value=1, max_value=1e9,
+    tenants = _text(
+        "Tenants (optional)", long=True, help_text="Comma-separated; empty = every tenant."
+    )
+    lifetime_s = forms.FloatField(required=False, min_value=1, max_value=MAX_SECONDS,
                                   label="Block lifetime (s after last use)")  # fmt: skip
     purge_deadline_s = forms.FloatField(
         required=False,
-        max_value=1e9,
+        max_value=MAX_SECONDS,
         min_value=1,
         label="Maximum time to purge after an end-of-life event (s)",
     )
@@ -66,19 +150,19 @@ class PolicyForm(forms.Form):
         choices=[(s, f"{s} — {SCOPE_HELP[s]}") for s in SCOPES], label="Sharing scope"
     )
     cpu_ram_enabled = forms.BooleanField(required=False, label="CPU RAM tier enabled")
-    cpu_ram_size_gib = forms.FloatField(required=False, min_value=0, label="CPU RAM (GiB)")
+    cpu_ram_size_gib = _gib("CPU RAM (GiB)")
     no_persistent_storage = forms.BooleanField(
         required=False, label="No persistent storage of content (forces disk and remote off)"
     )
     disk_enabled = forms.BooleanField(required=False, label="Local disk / NVMe tier enabled")
-    disk_size_gib = forms.FloatField(required=False, min_value=0, label="Disk size (GiB)")
-    disk_path = forms.CharField(required=False, label="Disk path", initial="/var/cache/kv")
+    disk_size_gib = _gib("Disk size (GiB)")
+    disk_path = _text("Disk path", initial="/var/cache/kv")
     remote_enabled = forms.BooleanField(required=False, label="Remote store enabled")
     remote_kind = forms.ChoiceField(
         choices=[("", "—")] + [(k, k) for k in REMOTE_KINDS], required=False, label="Remote store"
     )
-    remote_size_gib = forms.FloatField(required=False, min_value=0, label="Remote size (GiB)")
-    remote_url = forms.CharField(required=False, label="Remote URL")
+    remote_size_gib = _gib("Remote size (GiB)")
+    remote_url = _text("Remote URL")
     ram_full = forms.ChoiceField(
         choices=_choices(RAM_FULL), required=False, label="When the RAM tier is full"
     )
@@ -88,29 +172,27 @@ class PolicyForm(forms.Form):
     load_failure = forms.ChoiceField(
         choices=_choices(LOAD_FAILURE), required=False, label="When a block cannot be loaded"
     )
-    allowed_data = forms.CharField(
-        required=False,
-        label="Data allowed on disk/remote",
+    allowed_data = _text(
+        "Data allowed on disk/remote",
         help_text="e.g. only prefixes of at least 4,096 tokens seen 3 times",
     )
-    cold_after_s = forms.FloatField(required=False, min_value=1, label="A block is cold after (s)")
+    cold_after_s = forms.FloatField(
+        required=False, min_value=1, max_value=MAX_SECONDS, label="A block is cold after (s)"
+    )
     request_may_wait = forms.BooleanField(
         required=False, label="A request may wait for a disk block"
     )
-    deleted_by = forms.CharField(required=False, label="Who deletes the files")
-    delete_when = forms.CharField(required=False, label="When the files are deleted")
-    on_disk_full = forms.CharField(required=False, label="When the disk is full")
-    on_restart = forms.CharField(required=False, label="On a process restart")
-    readers = forms.CharField(required=False,
-                              label="Services or processes that may read the blocks")  # fmt: skip
+    deleted_by = _text("Who deletes the files")
+    delete_when = _text("When the files are deleted")
+    on_disk_full = _text("When the disk is full")
+    on_restart = _text("On a process restart")
+    readers = _text("Services or processes that may read the blocks")
     classification = forms.ChoiceField(
         required=False,
         choices=[("", "— choose —")] + [(c, c) for c in CLASSIFICATIONS],
         label="Data classification of the traffic",
     )
-    justification = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Justification"
-    )
+    justification = _text("Justification", long=True, widget=forms.Textarea(attrs={"rows": 3}))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -123,11 +205,33 @@ class PolicyForm(forms.Form):
         for event, label in END_OF_LIFE_EVENTS.items():
             self.fields[f"eol_{event}"] = forms.BooleanField(required=False, label=label)
             self.fields[f"eol_{event}_deadline_s"] = forms.FloatField(
-                required=False, min_value=1, label="purge within (s)"
+                required=False, min_value=1, max_value=MAX_SECONDS, label="purge within (s)"
             )
 
     # The form validates types only; what a policy must say is checked by
     # console.policies.checks before submission, so a draft can be saved half-done.
+
+    def clean_routes(self) -> str:
+        routes = _list(self.cleaned_data["routes"] or "")
+        if len(routes) > MAX_ROUTES:
+            raise forms.ValidationError(f"At most {MAX_ROUTES} routes ({len(routes)} given).")
+        if any(len(route) > 200 for route in routes):
+            raise forms.ValidationError("A route name has at most 200 characters.")
+        return self.cleaned_data["routes"]
+
+    def clean_serving(self) -> dict:
+        return parse_serving(self.cleaned_data["serving"] or "")
+
+    def clean(self):
+        data = super().clean()
+        serving, routes = data.get("serving"), data.get("routes")
+        if serving and routes is not None:
+            unknown = [r for r in serving if r not in _list(routes)]
+            if unknown:
+                self.add_error(
+                    "serving", f"Not a governed route: {', '.join(unknown)} (see the routes)."
+                )
+        return data
 
     def eol_rows(self):
         return [(self[f"eol_{e}"], self[f"eol_{e}_deadline_s"]) for e in END_OF_LIFE_EVENTS]
@@ -137,6 +241,7 @@ class PolicyForm(forms.Form):
         body = empty_body()
         body.update(
             routes=_list(d["routes"] or ""),
+            serving=d.get("serving") or {},
             tenants=_list(d["tenants"] or ""),
             lifetime_s=d["lifetime_s"],
             purge_deadline_s=d["purge_deadline_s"],
@@ -187,6 +292,7 @@ def initial_from_body(body: dict, analysis: Analysis | None) -> dict:
         "analysis": analysis.pk if analysis else None,
         "bench_runs": [r["id"] for r in body.get("evidence", {}).get("benchmark_runs", [])],
         "routes": ", ".join(body["routes"]),
+        "serving": serving_text(body.get("serving") or {}),
         "tenants": ", ".join(body["tenants"]),
         "lifetime_s": body["lifetime_s"],
         "purge_deadline_s": body["purge_deadline_s"],

@@ -108,10 +108,21 @@ class AppendOnlyError(Exception):
     pass
 
 
+class PolicyError(Exception):
+    """A transition that is not allowed now, said in words for the user. `field` names
+    the form field the message belongs to, when there is one."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
 class AuditEvent(models.Model):
     """Append-only: each event stores the hash of the previous one (a hash chain), so a
-    changed or removed row is detectable (manage.py verify_audit). Rows cannot be updated
-    or deleted through the ORM; on PostgreSQL a trigger refuses it in the database too."""
+    changed or removed row is detectable (manage.py verify_audit), and AuditHead anchors
+    the newest one, so a removed tail is too. Rows cannot be updated or deleted through the
+    ORM; triggers refuse UPDATE and DELETE in the database too (PostgreSQL and SQLite) and
+    TRUNCATE on PostgreSQL (migrations 0004, 0013; the flush command's exception)."""
 
     at = models.DateTimeField()
     # no database constraint and no SET NULL: deleting a user must not rewrite audit rows
@@ -144,3 +155,19 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("audit events are append-only")
+
+
+class AuditHead(models.Model):
+    """The chain's anchor: one row holding how many events there are and the last one's
+    id and hash, moved forward in the same transaction as every append. A chain that ends
+    before the anchor has lost its newest events, which the chain alone cannot show (its
+    last remaining event still verifies). In the database it may only move forward by one
+    event that exists, and it cannot be deleted (see migration 0013)."""
+
+    events = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+    last_hash = models.CharField(max_length=64)
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"audit head: {self.events} events, last #{self.last_id}"

@@ -22,18 +22,22 @@ from console.policies.models import (
     EDITABLE,
     AuditEvent,
     Policy,
+    PolicyError,
     PolicyVersion,
     Review,
     SignOff,
     VersionState,
 )
 from console.roles import can_approve, can_author
+from console.signin import record_failure, throttled
 
 GIB = 1 << 30
+# states whose body was signed: fixed, and read only through signed_body()
+SIGNED = (VersionState.APPROVED, VersionState.SUPERSEDED, VersionState.RETIRED)
 
 
-class PolicyError(Exception):
-    """A transition that is not allowed now, said in words for the user."""
+class DigestMismatch(PolicyError):
+    """A signed version whose stored body no longer hashes to what was signed."""
 
 
 class ChecksFailed(PolicyError):
@@ -100,6 +104,44 @@ def _require_open(version: PolicyVersion) -> None:
         raise PolicyError("This policy is retired.")
 
 
+def _submitted_by(version: PolicyVersion, user) -> bool:
+    return Review.objects.filter(version=version, action="submit", actor=user).exists()
+
+
+def worked_on(version: PolicyVersion, user) -> bool:
+    """Whether the user wrote, edited or submitted the version: then they may not sign it
+    off (version_approve says which)."""
+    return version.author_id == user.pk or _edited_by(version, user) or _submitted_by(version, user)
+
+
+def _check_password(user, password: str, address: str) -> None:
+    """The re-entered password, throttled as sign-in is (and counted with it): after
+    KVSCOPE_LOGIN_FAILURES wrong ones even the right one is refused for a while."""
+    refused = throttled(user.get_username(), address, "password checks")
+    if refused:
+        raise PolicyError(refused, field="password")
+    if not user.check_password(password):
+        record_failure(user.get_username(), address)
+        raise PolicyError("The password is not correct.", field="password")
+
+
+def signed_body(version: PolicyVersion) -> dict:
+    """The body of a signed version, once its digest is recomputed and matches both the
+    version's and the sign-off's. Exports and the sign-off page read it through this:
+    a body changed in the database after approval is refused, never shown as signed."""
+    signoff = SignOff.objects.filter(version_id=version.pk).first()
+    if signoff is None:
+        raise DigestMismatch("This version has no sign-off.")
+    actual = digest(version.body)
+    if not (actual == version.digest == signoff.digest):
+        raise DigestMismatch(
+            f"v{version.number}'s stored body no longer matches what was signed: it hashes "
+            f"to {actual}, but {signoff.digest} was signed. It was changed after approval, "
+            "outside kvscope; nothing is exported or shown as signed from it."
+        )
+    return version.body
+
+
 def _edited_by(version: PolicyVersion, user) -> bool:
     """Whether the user wrote any of this version's content (creator or editor)."""
     return AuditEvent.objects.filter(
@@ -113,11 +155,11 @@ def _edited_by(version: PolicyVersion, user) -> bool:
 def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
     _require(can_author(user), "Only analysts draft policies.")
     if Policy.objects.filter(name=name).exists():
-        raise PolicyError(f"A policy named “{name}” exists already.")
+        raise PolicyError(f"A policy named “{name}” exists already.", field="name")
     try:
         version = _create_policy(name, user, analysis)
     except IntegrityError:  # the same name created concurrently
-        raise PolicyError(f"A policy named “{name}” exists already.") from None
+        raise PolicyError(f"A policy named “{name}” exists already.", field="name") from None
     _rerun_constrained(version, user)
     return version
 
@@ -194,7 +236,10 @@ def findings_for(version: PolicyVersion) -> list[Finding]:
     analysis = version.analysis
     report = analysis.report if analysis is not None else None
     tenants = report.get("tenants", 0) if report else 0
-    return check_body(version.body, report, tenants)
+    rerun = version.constrained_analysis
+    # the policy's own re-run, once it has finished (until then nothing to compare)
+    constrained = rerun.report if rerun is not None and rerun.report else None
+    return check_body(version.body, report, tenants, constrained)
 
 
 def _transition(
@@ -254,15 +299,21 @@ def version_request_changes(*, version: PolicyVersion, user, comment: str) -> No
     )
 
 
-def version_approve(*, version: PolicyVersion, user, password: str, comment: str) -> SignOff:
-    """Sign off: approver role, not the author, password re-entered, a comment."""
+def version_approve(
+    *, version: PolicyVersion, user, password: str, comment: str, address: str = ""
+) -> SignOff:
+    """Sign off: approver role, not the author, nor anyone who edited or submitted it,
+    password re-entered (throttled), a comment."""
     _require(can_approve(user), "Only approvers approve policies.")
     _require(version.author_id != user.pk, "The author of a version can never approve it.")
     _require(not _edited_by(version, user),
              "You edited this version: another approver must sign it off.")  # fmt: skip
+    _require(not _submitted_by(version, user),
+             "You submitted this version: another approver must sign it off.")  # fmt: skip
     _require_open(version)
-    _require(user.check_password(password), "The password is not correct.")
-    _require(bool(comment.strip()), "An approval needs a comment.")
+    if not comment.strip():
+        raise PolicyError("An approval needs a comment.", field="comment")
+    _check_password(user, password, address)
     signed = digest(version.body)
     with transaction.atomic():
         _transition(
@@ -334,8 +385,8 @@ def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
     """Delete a draft that was never submitted (and its policy, if nothing else is left).
     Returns the policy when it still exists. The deletion is an audit event."""
     _require(can_author(user), "Only analysts delete drafts.")
-    _require(user.is_superuser or _edited_by(version, user),
-             "Only those who wrote a draft may delete it.")  # fmt: skip
+    # its creator only: an edit (which any analyst may make) gives no right to delete
+    _require(version.author_id == user.pk, "Only the analyst who created a draft may delete it.")
     with transaction.atomic():
         locked = PolicyVersion.objects.select_for_update().filter(pk=version.pk).first()
         if locked is None or locked.state != VersionState.DRAFT or locked.reviews.exists():
@@ -353,9 +404,12 @@ def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
     return policy
 
 
-def policy_retire(*, policy: Policy, user, comment: str) -> None:
+def policy_retire(*, policy: Policy, user, password: str, comment: str, address: str = "") -> None:
+    """Retire: like an approval, an approver's decision with a comment and the password."""
     _require(can_approve(user), "Only approvers retire policies.")
-    _require(bool(comment.strip()), "Say why the policy is retired.")
+    if not comment.strip():
+        raise PolicyError("Say why the policy is retired.", field="comment")
+    _check_password(user, password, address)
     with transaction.atomic():
         if not Policy.objects.filter(pk=policy.pk, retired_at=None).update(
             retired_at=timezone.now()
@@ -371,6 +425,7 @@ def policy_retire(*, policy: Policy, user, comment: str) -> None:
 def record_export(*, version: PolicyVersion, user, kind: str) -> None:
     if version.state != VersionState.APPROVED:
         raise PolicyError("Only an approved version can be exported.")
+    signed_body(version)
     audit.record(
         actor=user,
         action="policy.export",

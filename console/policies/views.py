@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -11,23 +15,27 @@ from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.audit import verify
 from console.policies.body import END_OF_LIFE_EVENTS, LOAD_FAILURE, RAM_FULL, WORKER_EXIT
-from console.policies.forms import PolicyCreateForm, PolicyForm, initial_from_body
+from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
 from console.policies.services import (
+    SIGNED,
     ChecksFailed,
     PolicyError,
     findings_for,
     policy_create,
     policy_retire,
     record_export,
+    signed_body,
     version_approve,
     version_delete_draft,
     version_new,
     version_request_changes,
     version_submit,
     version_update,
+    worked_on,
 )
 from console.roles import can_approve, can_author, reader_required
+from console.signin import client_address
 from console.views import _is_id
 
 
@@ -55,8 +63,8 @@ def policy_new(request: HttpRequest) -> HttpResponse:
             version = policy_create(
                 name=form.cleaned_data["name"], user=request.user, analysis=analysis
             )
-        except PolicyError as exc:
-            form.add_error("name", str(exc))
+        except PolicyError as exc:  # the name taken, or the audit trail broken
+            form.add_error(exc.field, str(exc))
         else:
             return redirect("policy_edit", pk=version.pk)
     return render(request, "policies/new.html", {"form": form, "analysis": analysis})
@@ -77,7 +85,28 @@ def _version(pk: int) -> PolicyVersion:
 
 @reader_required
 def version_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    version = _version(pk)
+    return _render_version(request, _version(pk))
+
+
+def _integrity_problem(version: PolicyVersion) -> str:
+    """Why a signed version's body cannot be trusted as signed ("" when it can)."""
+    if version.state not in SIGNED:
+        return ""
+    try:
+        signed_body(version)
+    except PolicyError as exc:
+        return str(exc)
+    return ""
+
+
+def _render_version(
+    request: HttpRequest,
+    version: PolicyVersion,
+    approve_form: SignForm | None = None,
+    retire_form: SignForm | None = None,
+) -> HttpResponse:
+    """The version page; with a bound form after a refused approval or retirement, so
+    what the reviewer wrote is still there next to the error."""
     user = request.user
     context = {
         "version": version,
@@ -90,16 +119,20 @@ def version_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_edit": can_author(user) and version.editable,
         "can_submit": can_author(user) and version.editable,
         "can_delete": can_author(user)
+        and version.author_id == user.pk
         and version.state == VersionState.DRAFT
         and not version.reviews.exists(),
         "can_review": can_approve(user) and version.state == VersionState.IN_REVIEW,
-        "is_author": version.author_id == user.pk,
+        "is_author": worked_on(version, user),
         "can_new_version": can_author(user)
         and version.policy.retired_at is None
         and version.state in (VersionState.APPROVED, VersionState.SUPERSEDED),
         "can_retire": can_approve(user)
         and version.policy.retired_at is None
         and version.state == VersionState.APPROVED,
+        "integrity_problem": _integrity_problem(version),
+        "approve_form": approve_form or SignForm(action="approve"),
+        "retire_form": retire_form or SignForm(action="retire"),
         "labels": {
             "eol": END_OF_LIFE_EVENTS,
             "ram_full": RAM_FULL,
@@ -118,8 +151,20 @@ def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if not version.editable:
         messages.error(request, "Only a draft can be edited; approved versions are immutable.")
         return redirect("policy_version", pk=pk)
+    too_large, data = "", None
     if request.method == "POST":
-        form = PolicyForm(request.POST)
+        try:
+            data = request.POST
+        except (RequestDataTooBig, TooManyFieldsSent):
+            # past Django's request limits: the form is shown again as stored, saying so
+            data = None
+            too_large = (
+                "Nothing was saved: the form sent is larger than the server accepts "
+                f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024:,} KiB). Policy texts "
+                "are limited to 10,000 characters each."
+            )
+    if request.method == "POST" and data is not None:
+        form = PolicyForm(data)
         if form.is_valid():
             try:
                 version_update(
@@ -136,7 +181,8 @@ def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 return redirect("policy_version", pk=pk)
     else:
         form = PolicyForm(initial=initial_from_body(version.body, version.analysis))
-    return render(request, "policies/edit.html", {"form": form, "version": version})
+    context = {"form": form, "version": version, "too_large": too_large}
+    return render(request, "policies/edit.html", context)
 
 
 def _post_action(request: HttpRequest, pk: int, action) -> HttpResponse:
@@ -172,19 +218,44 @@ def version_request_changes_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _post_action(request, pk, act)
 
 
+def _signed_decision(
+    request: HttpRequest,
+    pk: int,
+    action: str,
+    decide: Callable[[PolicyVersion, dict, str], None],
+    done: str,
+) -> HttpResponse:
+    """Approve or retire: a refusal that belongs to the form (the password, the comment)
+    re-renders the page with the form as it was sent; any other goes back with a message."""
+    version = _version(pk)
+    if not can_approve(request.user):
+        messages.error(request, "Only approvers approve or retire policies.")
+        return redirect("policy_version", pk=version.pk)
+    form = SignForm(request.POST, action=action)
+    if form.is_valid():
+        try:
+            decide(version, form.cleaned_data, client_address(request))
+        except PolicyError as exc:
+            if exc.field is None:
+                messages.error(request, str(exc))
+                return redirect("policy_version", pk=version.pk)
+            form.add_error(exc.field, str(exc))
+        else:
+            messages.success(request, done)
+            return redirect("policy_version", pk=version.pk)
+    version = _version(pk)
+    forms_ = {"approve_form": form} if action == "approve" else {"retire_form": form}
+    return _render_version(request, version, **forms_)
+
+
 @require_POST
 @reader_required
 def version_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
-    def act(v):
-        version_approve(
-            version=v,
-            user=request.user,
-            password=request.POST.get("password", ""),
-            comment=request.POST.get("comment", ""),
-        )
-        messages.success(request, "Approved and signed off.")
+    def decide(v: PolicyVersion, data: dict, address: str) -> None:
+        version_approve(version=v, user=request.user, password=data["password"],
+                        comment=data["comment"], address=address)  # fmt: skip
 
-    return _post_action(request, pk, act)
+    return _signed_decision(request, pk, "approve", decide, "Approved and signed off.")
 
 
 @require_POST
@@ -217,11 +288,11 @@ def version_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @reader_required
 def policy_retire_view(request: HttpRequest, pk: int) -> HttpResponse:
-    def act(v):
-        policy_retire(policy=v.policy, user=request.user, comment=request.POST.get("comment", ""))
-        messages.success(request, "The policy is retired.")
+    def decide(v: PolicyVersion, data: dict, address: str) -> None:
+        policy_retire(policy=v.policy, user=request.user, password=data["password"],
+                      comment=data["comment"], address=address)  # fmt: skip
 
-    return _post_action(request, pk, act)
+    return _signed_decision(request, pk, "retire", decide, "The policy is retired.")
 
 
 @reader_required
@@ -230,22 +301,25 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
     if not hasattr(version, "signoff"):
         messages.error(request, "This version has no sign-off yet.")
         return redirect("policy_version", pk=pk)
-    return render(
-        request,
-        "policies/signoff.html",
-        {
-            "version": version,
-            "policy": version.policy,
-            "signoff": version.signoff,
-            "reviews": version.reviews.select_related("actor"),
-            "labels": {
-                "eol": END_OF_LIFE_EVENTS,
-                "ram_full": RAM_FULL,
-                "worker_exit": WORKER_EXIT,
-                "load_failure": LOAD_FAILURE,
-            },
+    context = {
+        "version": version,
+        "policy": version.policy,
+        "signoff": version.signoff,
+        "reviews": version.reviews.select_related("actor"),
+        "labels": {
+            "eol": END_OF_LIFE_EVENTS,
+            "ram_full": RAM_FULL,
+            "worker_exit": WORKER_EXIT,
+            "load_failure": LOAD_FAILURE,
         },
-    )
+    }
+    try:
+        signed_body(version)
+    except PolicyError as exc:
+        # refuse to present a changed body under the signature it no longer matches
+        context["integrity_problem"] = str(exc)
+        return render(request, "policies/signoff.html", context, status=409)
+    return render(request, "policies/signoff.html", context)
 
 
 EXPORTS = {
@@ -264,8 +338,12 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
         messages.error(request, "Only an approved version can be exported.")
         return redirect("policy_version", pk=pk)
     content_type, name = EXPORTS[kind]
-    text = export_text(version, name)
-    record_export(version=version, user=request.user, kind=kind)
+    try:
+        text = export_text(version, name)
+        record_export(version=version, user=request.user, kind=kind)
+    except PolicyError as exc:
+        messages.error(request, str(exc))
+        return redirect("policy_version", pk=pk)
     response = HttpResponse(text, content_type=content_type)
     slug = "".join(c if c.isalnum() else "-" for c in version.policy.name.lower())
     response["Content-Disposition"] = f'attachment; filename="{slug}-v{version.number}-{kind}"'
@@ -273,12 +351,10 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
 
 
 def export_text(version: PolicyVersion, name: str) -> str:
+    """An engine configuration of a signed version (refused if its body was changed)."""
+    body = signed_body(version)
     signoff = version.signoff
-    body = version.body
     evidence = body.get("evidence") or {}
-    params = evidence.get("params") or {}
-    tp = int(params.get("tp") or 1)
-    model = body["routes"][0] if body["routes"] else params.get("model", "MODEL")
     meta = {
         "name": version.policy.name,
         "version": version.number,
@@ -289,12 +365,10 @@ def export_text(version: PolicyVersion, name: str) -> str:
         "scope": body["scope"],
     }
     if name == "lmcache":
-        return exports.lmcache_yaml(
-            body, meta, chunk_size=evidence.get("block_tokens") or 256, tp=tp
-        )
+        return exports.lmcache_yaml(body, meta, chunk_size=evidence.get("block_tokens") or 256)
     if name == "vllm":
-        return exports.vllm_flags(body, meta, model=model, tp=tp)
-    return exports.helm_values(body, meta, model=model, tp=tp)
+        return exports.vllm_flags(body, meta)
+    return exports.helm_values(body, meta)
 
 
 @reader_required

@@ -127,7 +127,7 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     if not routes:  # the log named no route: the form requires one
         page.locator("#id_routes").fill("llama-3.1-8b")
     page.locator("#id_scope").select_option("tenant")
-    page.locator("#id_purge_deadline_s").fill("3600")
+    page.locator("#id_purge_deadline_s").fill("86400")  # no event's deadline is longer
     expect(page.locator("#id_eol_lifetime_expiry")).to_be_checked()  # the empty body's event
     page.locator("#id_eol_lifetime_expiry_deadline_s").fill("60")
     page.locator("#id_eol_tenant_offboarding").check()
@@ -172,9 +172,11 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     page.locator("#approve-comment").fill(COMMENT)
     page.locator("#approve-password").fill("not the password")
     page.get_by_role("button", name="Approve and sign off").click()
-    expect(page.locator("p.flash.error")).to_have_text("The password is not correct.")
+    # the error is at the password field, and the comment written is still there
+    expect(page.locator("#approve-password_error")).to_have_text("The password is not correct.")
+    expect(page.locator("#approve-comment")).to_have_value(COMMENT)
+    expect(page.locator("#approve-password")).to_have_value("")
     expect(page.locator("[data-state]")).to_have_text("In review")
-    page.locator("#approve-comment").fill(COMMENT)
     page.locator("#approve-password").fill(PASSWORD)
     page.get_by_role("button", name="Approve and sign off").click()
     expect(page.locator("p.flash.success")).to_have_text("Approved and signed off.")
@@ -222,4 +224,30 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
 
     # --- nothing left the live server, nothing failed (a refused POST would be a 403) -----
     assert session.requested(rf"/policies/versions/{pk}/approve/$")
+    session.assert_clean()
+
+
+def test_retiring_takes_the_password_and_keeps_the_comment_after_a_wrong_one(
+    browser_page, evidence, analyst, approver
+):
+    from tests.console.test_policies import _approved
+
+    version = _approved(evidence, analyst, approver)
+    session, page = browser_page, browser_page.page
+    sign_in(page, approver.username)
+    page.goto(f"/policies/versions/{version.pk}/")
+    page.get_by_text("Retire this policy").click()  # a closed <details>
+    page.locator("#retire-comment").fill("Route decommissioned.")
+    page.locator("#retire-password").fill("not the password")
+    page.get_by_role("button", name="Retire").click()
+    # back with the panel open, the error at the password, the reason still written
+    expect(page.locator("#retire-password_error")).to_have_text("The password is not correct.")
+    expect(page.locator("#retire-comment")).to_be_visible()
+    expect(page.locator("#retire-comment")).to_have_value("Route decommissioned.")
+    expect(page.locator("[data-state]")).to_have_text("Approved")
+    page.locator("#retire-password").fill(PASSWORD)
+    page.get_by_role("button", name="Retire").click()
+    expect(page.locator("p.flash.success")).to_have_text("The policy is retired.")
+    expect(page.locator("[data-state]")).to_have_text("Retired")
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.RETIRED
     session.assert_clean()

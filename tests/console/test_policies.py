@@ -4,8 +4,11 @@ and the exports."""
 from __future__ import annotations
 
 import copy
+import html
+import io
 import itertools
 import json
+import re
 import shlex
 
 import pytest
@@ -16,7 +19,17 @@ from django.db import connection, transaction
 from django.db.utils import DatabaseError
 from django.urls import reverse
 
-from console.models import Analysis, AuditEvent, JobStatus, PolicyVersion, VersionState
+from console.management.commands.flush import guards_off
+from console.models import (
+    Analysis,
+    AuditEvent,
+    AuditHead,
+    JobStatus,
+    Policy,
+    PolicyVersion,
+    SignInFailure,
+    VersionState,
+)
 from console.policies import audit
 from console.policies.body import digest, normalize
 from console.policies.checks import check_body
@@ -24,6 +37,7 @@ from console.policies.models import AppendOnlyError
 from console.policies.services import (
     ChecksFailed,
     PolicyError,
+    findings_for,
     policy_create,
     policy_retire,
     version_approve,
@@ -33,11 +47,13 @@ from console.policies.services import (
     version_update,
 )
 from console.policies.views import export_text
-from console.services import upload_create
+from console.services import analysis_create, upload_create
 from tests.console.conftest import PASSWORD, _user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
+# the routes of the chat log, and the Hugging Face repositories an engine loads for them
+HF = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct"}
 
 
 @pytest.fixture
@@ -62,7 +78,7 @@ def complete(body: dict) -> dict:
     body.update(
         routes=body["routes"] or ["llama-3.1-8b"],
         lifetime_s=1800,
-        purge_deadline_s=3600,
+        purge_deadline_s=86400,  # no event may take longer than this
         scope="tenant",
     )
     body["end_of_life"] = [
@@ -186,7 +202,9 @@ def test_changes_requested_goes_back_to_the_author(analysis, analyst, approver):
     version_request_changes(version=version, user=approver, comment="Purge faster.")
     version.refresh_from_db()
     assert version.state == VersionState.CHANGES_REQUESTED
-    body = dict(version.body, purge_deadline_s=600)
+    body = dict(version.body, purge_deadline_s=600,
+                end_of_life=[{"event": "lifetime_expiry", "deadline_s": 60},
+                             {"event": "tenant_offboarding", "deadline_s": 600}])  # fmt: skip
     version = version_update(version=version, body=body, user=analyst, analysis=analysis)
     version_submit(version=version, user=analyst)
     version.refresh_from_db()
@@ -207,7 +225,8 @@ def test_submission_runs_the_checks(analysis, analyst):
 def test_retire(analysis, analyst, approver):
     version = _submitted(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
-    policy_retire(policy=version.policy, user=approver, comment="Route decommissioned.")
+    policy_retire(policy=version.policy, user=approver, password=PASSWORD,
+                  comment="Route decommissioned.")  # fmt: skip
     version.refresh_from_db()
     assert version.state == VersionState.RETIRED
     with pytest.raises(PolicyError, match="retired"):
@@ -391,8 +410,10 @@ def test_vllm_flags_export(analysis, analyst, approver):
              if not line.startswith("#")]  # fmt: skip
     assert version.digest in export_text(version, "vllm")
     native = shlex.split(lines[0])
-    # the first route the policy governs is the model served
-    assert native[:3] == ["vllm", "serve", version.body["routes"][0]]
+    # the first route the policy governs, served by its Hugging Face id under its own name
+    route = version.body["routes"][0]
+    assert native[:3] == ["vllm", "serve", HF[route]]
+    assert native[native.index("--served-model-name") + 1] == route
     size = native[native.index("--kv-offloading-size") + 1]
     assert float(size) == 8.0  # GiB, the total across TP ranks
     assert native[native.index("--kv-offloading-backend") + 1] == "native"
@@ -407,7 +428,7 @@ def test_helm_values_export(analysis, analyst, approver):
     version = _approved(analysis, analyst, approver)
     values = yaml.safe_load(export_text(version, "helm"))
     spec = values["servingEngineSpec"]["modelSpec"][0]
-    assert spec["modelURL"] == version.body["routes"][0]
+    assert spec["modelURL"] == HF[version.body["routes"][0]]
     assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "8"}
     assert spec["vllmConfig"]["tensorParallelSize"] == analysis.params["tp"]
 
@@ -469,7 +490,7 @@ def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, app
     v2 = version_new(policy=v1.policy, user=analyst)
     v2 = version_update(version=v2, body=v2.body, user=analyst, analysis=analysis)
     version_submit(version=v2, user=analyst)
-    policy_retire(policy=v1.policy, user=approver, comment="gone")
+    policy_retire(policy=v1.policy, user=approver, password=PASSWORD, comment="gone")
     with pytest.raises(PolicyError, match="retired"):
         version_approve(version=v2, user=approver2, password=PASSWORD, comment="late")
     v2.refresh_from_db()
@@ -496,3 +517,497 @@ def test_a_body_edited_after_it_was_read_is_not_submitted(analysis, analyst):
     with pytest.raises(PolicyError, match="edited meanwhile"):
         version_submit(version=stale, user=analyst)
     assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.DRAFT
+
+
+# --- the audit trail cannot be cut quietly -------------------------------------------------
+def _as_owner(sql: str, params: list | None = None) -> None:
+    """Raw SQL with kvscope's triggers off inside one transaction — what a table owner on
+    PostgreSQL (or anyone holding the SQLite file) can do."""
+    with transaction.atomic(), guards_off(connection), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _refused(sql: str, params: list | None = None) -> None:
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(sql, params)
+
+
+def test_the_database_refuses_to_cut_the_audit_trail_or_move_its_head(analysis, analyst):
+    for name in ("p1", "p2", "p3"):
+        policy_create(name=name, user=analyst, analysis=analysis)
+    events = AuditEvent.objects.count()
+    assert events == 3
+    trail, head = AuditEvent._meta.db_table, AuditHead._meta.db_table
+    statements = [
+        f"DELETE FROM {trail}",
+        f"DELETE FROM {trail} WHERE id = (SELECT max(id) FROM {trail})",  # the newest
+        f"DELETE FROM {head}",
+        f"UPDATE {head} SET events = events - 1",
+        f"UPDATE {head} SET events = events + 1, last_id = last_id + 1",
+    ]
+    if connection.vendor == "postgresql":
+        statements += [
+            f"TRUNCATE {trail}",
+            f"TRUNCATE {trail} CASCADE",
+            f"TRUNCATE {head}",
+            "TRUNCATE console_policy CASCADE",  # would cascade to versions and sign-offs
+            "TRUNCATE console_signoff",
+        ]
+    for sql in statements:
+        _refused(sql)
+    result = audit.verify()
+    assert result.ok and result.events == events == result.head_events
+    assert result.head_hash == AuditEvent.objects.latest("pk").hash
+
+
+def test_a_cut_tail_is_detected_named_and_nothing_is_recorded_on_top(analysis, analyst):
+    for name in ("p1", "p2", "p3", "p4"):
+        policy_create(name=name, user=analyst, analysis=analysis)
+    events = list(AuditEvent.objects.order_by("pk"))
+    assert len(events) == 4
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[1].pk])
+    result = audit.verify()  # the two left still verify as a chain: the head shows the cut
+    assert not result.ok and result.events == 2 and result.broken_at is None
+    assert result.reason == (
+        f"the newest 2 events are missing after #{events[1].pk}: the head records 4 events "
+        f"ending at #{events[3].pk}"
+    )
+    with pytest.raises(CommandError, match="broken after 2 events: the newest 2 events"):
+        call_command("verify_audit", stdout=io.StringIO())
+    with pytest.raises(PolicyError, match="does not end where its head says"):
+        policy_create(name="p5", user=analyst, analysis=analysis)
+    assert AuditEvent.objects.count() == 2 and not Policy.objects.filter(name="p5").exists()
+
+
+def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    policy_create(name="p2", user=analyst, analysis=analysis)
+    last = AuditEvent.objects.latest("pk")
+    table = AuditEvent._meta.db_table
+    _as_owner(f"TRUNCATE {table}" if connection.vendor == "postgresql" else f"DELETE FROM {table}")
+    result = audit.verify()
+    assert not result.ok and result.events == 0
+    assert result.reason == (
+        f"the newest 2 events are missing (all of them): the head records 2 events ending "
+        f"at #{last.pk}"
+    )
+    with pytest.raises(CommandError, match="the newest 2 events are missing"):
+        call_command("verify_audit", stdout=io.StringIO())
+
+
+def test_verify_audit_prints_the_head_to_keep_elsewhere(analysis, analyst):
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    policy_create(name="p2", user=analyst, analysis=analysis)
+    last = AuditEvent.objects.latest("pk")
+    out = io.StringIO()
+    call_command("verify_audit", stdout=out)
+    assert out.getvalue().splitlines() == [
+        f"audit head: 2 events, last #{last.pk} sha256 {last.hash}",
+        "audit chain intact: 2 events",
+    ]
+
+
+def test_flush_empties_the_trail_and_its_guards_come_back(analysis, analyst):
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    call_command("flush", interactive=False, verbosity=0)
+    assert not AuditEvent.objects.exists() and not AuditHead.objects.exists()
+    assert not PolicyVersion.objects.exists()
+    again = _user("ana-after-flush", "analyst")  # the flush removed the users too
+    policy_create(name="after the flush", user=again)
+    assert audit.verify() == audit.ChainCheck(
+        True, 1, head_events=1, head_id=AuditEvent.objects.get().pk,
+        head_hash=AuditEvent.objects.get().hash)  # fmt: skip
+    _refused(f"DELETE FROM {AuditEvent._meta.db_table}")
+    if connection.vendor == "postgresql":
+        _refused(f"TRUNCATE {AuditEvent._meta.db_table}")
+
+
+# --- what was signed stays signed ----------------------------------------------------------
+def _forged(version: PolicyVersion, gib: float = 4096) -> dict:
+    body = copy.deepcopy(version.body)
+    body["tiers"]["cpu_ram"]["size_gib"] = gib
+    return body
+
+
+def test_the_database_refuses_to_change_a_signed_version(analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    forged = _forged(version)
+    table = PolicyVersion._meta.db_table
+    for sql, params in [
+        (f"UPDATE {table} SET body = %s WHERE id = %s", [json.dumps(forged), version.pk]),
+        (f"UPDATE {table} SET digest = %s WHERE id = %s", [digest(forged), version.pk]),
+        (f"UPDATE {table} SET state = 'draft' WHERE id = %s", [version.pk]),
+        (f"UPDATE {table} SET number = 9 WHERE id = %s", [version.pk]),
+        (f"DELETE FROM {table} WHERE id = %s", [version.pk]),
+        (
+            "UPDATE console_signoff SET digest = %s WHERE version_id = %s",
+            [digest(forged), version.pk],
+        ),
+        ("DELETE FROM console_signoff WHERE version_id = %s", [version.pk]),
+    ]:
+        _refused(sql, params)
+    stored = PolicyVersion.objects.get(pk=version.pk)
+    assert stored.body["tiers"]["cpu_ram"]["size_gib"] == 8.0
+    assert stored.digest == stored.signoff.digest == digest(stored.body)
+    # what must still work: deleting the people (their names stay) and retiring
+    type(analyst).objects.filter(pk__in=[analyst.pk, approver.pk]).delete()
+    stored = PolicyVersion.objects.get(pk=version.pk)
+    assert stored.author_id is None and stored.signoff.approver_id is None
+    assert stored.signoff.approver_name == "appr"
+    approver2 = _user("appr2", "approver")
+    policy_retire(policy=stored.policy, user=approver2, password=PASSWORD, comment="gone")
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.RETIRED
+
+
+def test_exports_and_the_sign_off_page_refuse_a_body_changed_after_approval(
+    client, analysis, analyst, approver
+):
+    version = _approved(analysis, analyst, approver)
+    signed = version.digest
+    forged = _forged(version)  # 8 -> 4096 GiB, written behind the guards
+    _as_owner(f"UPDATE {PolicyVersion._meta.db_table} SET body = %s WHERE id = %s",
+              [json.dumps(forged), version.pk])  # fmt: skip
+    version = PolicyVersion.objects.get(pk=version.pk)
+    assert version.body["tiers"]["cpu_ram"]["size_gib"] == 4096 and version.digest == signed
+    message = f"it hashes to {digest(forged)}, but {signed} was signed"
+    for name in ("lmcache", "vllm", "helm"):
+        with pytest.raises(PolicyError, match=message):
+            export_text(version, name)
+    client.force_login(analyst)
+    events = AuditEvent.objects.count()
+    for kind in ("lmcache.yaml", "vllm-serve.sh", "helm-values.yaml"):
+        response = client.get(reverse("policy_export", args=[version.pk, kind]))
+        assert response.status_code == 302  # back to the page, nothing served
+        assert response["Location"] == reverse("policy_version", args=[version.pk])
+    assert AuditEvent.objects.count() == events  # and no export recorded
+    page = client.get(reverse("policy_version", args=[version.pk])).content.decode()
+    assert message in page and reverse("policy_export", args=[version.pk, "vllm-serve.sh"]) \
+        not in page  # fmt: skip
+    signoff = client.get(reverse("policy_signoff", args=[version.pk]))
+    assert signoff.status_code == 409
+    text = signoff.content.decode()
+    assert message in text and "<strong>Approved</strong> by" not in text
+
+
+# --- approvals: throttled, separated, and kind to the reviewer ------------------------------
+def test_the_approval_password_is_throttled_with_sign_in(client, analysis, analyst, approver,
+                                                         settings):  # fmt: skip
+    version = _submitted(analysis, analyst)
+    limit = settings.KVSCOPE_LOGIN_FAILURES
+    for _ in range(limit):
+        with pytest.raises(PolicyError, match="The password is not correct"):
+            version_approve(version=version, user=approver, password="guess", comment="ok",
+                            address="10.0.0.5")  # fmt: skip
+    assert SignInFailure.objects.filter(username=approver.username).count() == limit
+    # now even the right password is refused for a while
+    minutes = settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS // 60
+    with pytest.raises(PolicyError, match=f"Too many failed password checks for this account; "
+                                          f"try again in {minutes} minutes"):  # fmt: skip
+        version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW and version.digest == ""
+    # one count: the guesses at the approval form lock the sign-in form too
+    page = client.post(reverse("login"), {"username": approver.username, "password": PASSWORD})
+    assert "Too many failed sign-ins for this account" in page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def _textarea(page: str, field_id: str) -> str:
+    found = re.search(rf'<textarea[^>]*id="{field_id}"[^>]*>(.*?)</textarea>', page, re.S)
+    assert found, f"no textarea #{field_id}"
+    return html.unescape(found.group(1)).strip()
+
+
+def test_a_wrong_password_keeps_the_reviewers_comment(client, analysis, analyst, approver):
+    version = _submitted(analysis, analyst)
+    client.force_login(approver)
+    url = reverse("policy_approve", args=[version.pk])
+    comment = "Matches the DPA; purge deadlines checked with the SRE team."
+    response = client.post(url, {"comment": comment, "password": "not it"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _textarea(page, "approve-comment") == comment
+    assert re.search(r'id="approve-password_error"><p class="error" role="alert">'
+                     r"The password is not correct.</p>", page)  # fmt: skip
+    response = client.post(url, {"comment": "  ", "password": PASSWORD})
+    assert response.status_code == 200
+    assert 'id="approve-comment_error"><p class="error" role="alert">An approval needs a ' \
+        "comment.</p>" in response.content.decode()  # fmt: skip
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    assert client.post(url, {"comment": comment, "password": PASSWORD}).status_code == 302
+    assert PolicyVersion.objects.get(pk=version.pk).signoff.comment == comment
+
+
+def test_retiring_asks_for_the_password_and_a_comment(client, analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    with pytest.raises(PolicyError, match="The password is not correct"):
+        policy_retire(policy=version.policy, user=approver, password="x", comment="gone")
+    with pytest.raises(PolicyError, match="Say why the policy is retired"):
+        policy_retire(policy=version.policy, user=approver, password=PASSWORD, comment=" ")
+    client.force_login(approver)
+    url = reverse("policy_retire", args=[version.pk])
+    response = client.post(url, {"comment": "Route decommissioned.", "password": "x"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _textarea(page, "retire-comment") == "Route decommissioned."
+    assert 'id="retire-password_error"' in page
+    version.refresh_from_db()
+    assert version.state == VersionState.APPROVED and version.policy.retired_at is None
+    client.post(url, {"comment": "Route decommissioned.", "password": PASSWORD})
+    version.refresh_from_db()
+    assert version.state == VersionState.RETIRED
+    assert version.reviews.last().comment == "Route decommissioned."
+
+
+def test_only_its_creator_deletes_a_draft(analysis, analyst):
+    from console.policies.services import version_delete_draft
+
+    colleague = _user("ana2", "analyst")
+    version = policy_create(name="mine", user=analyst, analysis=analysis)
+    body = dict(version.body, lifetime_s=61)  # one trivial edit by the colleague
+    version = version_update(version=version, body=body, user=colleague, analysis=analysis)
+    with pytest.raises(PolicyError, match="Only the analyst who created a draft may delete it"):
+        version_delete_draft(version=version, user=colleague)
+    assert PolicyVersion.objects.filter(pk=version.pk).exists()
+    assert version_delete_draft(version=version, user=analyst) is None
+    assert not PolicyVersion.objects.filter(pk=version.pk).exists()
+
+
+def test_an_approver_who_submitted_the_version_cannot_approve_it(analysis, analyst, approver):
+    both = _user("both", "analyst", "approver")
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis)  # fmt: skip
+    version_submit(version=version, user=both)
+    with pytest.raises(PolicyError, match="You submitted this version"):
+        version_approve(version=version, user=both, password=PASSWORD, comment="mine")
+    version.refresh_from_db()
+    assert version.state == VersionState.IN_REVIEW
+    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")  # another
+    assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.APPROVED
+
+
+# --- exports and checks that match the policy ----------------------------------------------
+@pytest.fixture
+def fp8_tp2(analysis, analyst):
+    """The same traffic sized for an FP8 KV cache at TP 2."""
+    params = dict(analysis.params, kv_dtype="fp8", tp=2)
+    rerun = analysis_create(upload=analysis.upload, block_tokens=analysis.block_tokens,
+                            params=params, user=analyst)  # fmt: skip
+    return wait_for(lambda: Analysis.objects.filter(pk=rerun.pk, status=JobStatus.DONE).first())
+
+
+def test_every_governed_route_is_exported_with_its_model_tp_and_kv_dtype(fp8_tp2, analyst,
+                                                                        approver):  # fmt: skip
+    def governs_both(body):
+        body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
+
+    version = _approved(fp8_tp2, analyst, approver, governs_both)
+    assert version.body["evidence"]["params"]["kv_dtype"] == "fp8"
+    commands = [shlex.split(line) for line in export_text(version, "vllm").splitlines()
+                if not line.startswith("#")]  # fmt: skip
+    assert len(commands) == 4  # native and LMCache, for each route
+    pairs = zip(commands[::2], commands[1::2], strict=True)
+    for route, (native, lmcache) in zip(HF, pairs, strict=True):
+        for command in (native, lmcache[1:]):  # lmcache[0] is LMCACHE_CONFIG_FILE=…
+            assert command[:3] == ["vllm", "serve", HF[route]]
+            assert command[command.index("--served-model-name") + 1] == route
+            assert command[command.index("--tensor-parallel-size") + 1] == "2"
+            assert command[command.index("--kv-cache-dtype") + 1] == "fp8"
+        assert float(native[native.index("--kv-offloading-size") + 1]) == 8.0  # replica total
+    lmcache_text = export_text(version, "lmcache")
+    config = yaml.safe_load(lmcache_text)  # one document: both routes run at TP 2
+    assert config["max_local_cpu_size"] == 4.0  # 8 GiB over 2 ranks
+    assert "# for routes: llama-3.1-8b, qwen2.5-7b" in lmcache_text
+    assert "# route qwen2.5-7b: model Qwen/Qwen2.5-7B-Instruct, TP 2, KV dtype fp8 (vLLM " \
+        "--kv-cache-dtype fp8)" in lmcache_text  # fmt: skip
+    specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
+    assert [s["modelURL"] for s in specs] == list(HF.values())
+    for spec, route in zip(specs, HF, strict=True):
+        assert spec["vllmConfig"]["tensorParallelSize"] == spec["requestGPU"] == 2
+        assert spec["vllmConfig"]["extraArgs"] == ["--kv-cache-dtype", "fp8",
+                                                   "--served-model-name", route]  # fmt: skip
+        assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "4"}
+
+
+def test_a_route_served_at_its_own_tp_gets_its_own_per_rank_sizes(fp8_tp2, analyst, approver):
+    def qwen_at_tp4(body):
+        body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
+        body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
+
+    version = _approved(fp8_tp2, analyst, approver, qwen_at_tp4)
+    first, second = yaml.safe_load_all(export_text(version, "lmcache"))
+    assert (first["max_local_cpu_size"], second["max_local_cpu_size"]) == (4.0, 2.0)
+    specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
+    qwen = specs[1]
+    assert qwen["requestGPU"] == 4 and qwen["lmcacheConfig"]["cpuOffloadingBufferSize"] == "2"
+    assert qwen["vllmConfig"]["extraArgs"][:2] == ["--kv-cache-dtype", "auto"]  # its own bf16
+
+
+def test_check_routes_served_unlike_the_analysis():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["routes"] = ["llama-3.1-8b", "Qwen/Qwen2.5-7B-Instruct", "chat-prod"]
+    body["serving"] = {"llama-3.1-8b": {"tp": 2, "kv_dtype": "fp8"}}
+    report = dict(_report(), params={"model": "llama-3.1-8b", "kv_dtype": "bf16", "tp": 1})
+    warnings = [f.message for f in check_body(body, report) if f.field == "routes"]
+    assert warnings == [
+        "Route “llama-3.1-8b” stores KV as fp8, but the analysis sized bf16.",
+        "Route “llama-3.1-8b” runs at TP 2, but the analysis sized TP 1.",
+        "Route “Qwen/Qwen2.5-7B-Instruct” serves qwen2.5-7b, but the analysis sized "
+        "llama-3.1-8b: its KV bytes per token differ.",
+        "Route “chat-prod” is not a model kvscope knows; its sizes assume llama-3.1-8b and "
+        "the exports serve meta-llama/Llama-3.1-8B-Instruct.",
+    ]
+
+
+def test_check_event_deadlines_longer_than_the_purge_deadline():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["purge_deadline_s"] = 900  # 15 min
+    body["end_of_life"] = [
+        {"event": "lifetime_expiry", "deadline_s": 3600},
+        {"event": "tenant_offboarding", "deadline_s": 86400},
+        {"event": "manual_purge", "deadline_s": 900},  # exactly the deadline: fine
+    ]
+    errors = [f.message for f in check_body(body, _report()) if f.level == "error"]
+    assert errors == [
+        "“Lifetime expiry” may take 1 h, longer than the maximum time to purge (15 min).",
+        "“Tenant offboarding” may take 24 h, longer than the maximum time to purge (15 min).",
+    ]
+
+
+def test_check_ram_tier_against_the_policys_own_rerun():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())  # 8 GiB of CPU RAM
+    recommendation = {"ram_bytes": 4 * GIB, "headroom": 0.1, "lifetime_s": 1800}
+    rerun = {"scope": "tenant", "recommendation": recommendation}
+    assert _messages(check_body(body, _report(), constrained_report=rerun), "warning") == (
+        "CPU RAM 8 GiB is 100% above the 4.00 GiB the re-run with the policy's lifetime "
+        "(1800 s) and scope (tenant) recommends: more than its headroom of 10%."
+    )
+    body["tiers"]["cpu_ram"]["size_gib"] = 4.3  # 7.5 % above: within the headroom
+    assert _messages(check_body(body, _report(), constrained_report=rerun), "warning") == ""
+    body["tiers"]["cpu_ram"]["size_gib"] = 3.5  # 12.5 % below
+    assert "12% below the 4.00 GiB" in _messages(
+        check_body(body, _report(), constrained_report=rerun), "warning")  # fmt: skip
+
+
+def test_the_rerun_check_runs_on_a_real_version(analysis, analyst):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    version = version_update(version=version, body=complete(version.body), user=analyst,
+                             analysis=analysis)  # fmt: skip
+    rerun = wait_for(lambda: Analysis.objects.filter(
+        pk=version.constrained_analysis_id, status=JobStatus.DONE).first())  # fmt: skip
+    need = rerun.report["recommendation"]["ram_bytes"]
+    assert abs(8 * GIB - need) > 0.1 * need  # the chat log needs far less than 8 GiB
+    version = PolicyVersion.objects.get(pk=version.pk)
+    tiers = [f.message for f in findings_for(version) if f.field == "tiers"]
+    assert len(tiers) == 1 and f"above the {need / GIB:.2f} GiB the re-run" in tiers[0]
+
+
+# --- form limits ---------------------------------------------------------------------------
+def _form_post(version: PolicyVersion) -> dict:
+    """The edit form's POST for a version as stored (what a browser sends back)."""
+    from console.policies.forms import initial_from_body
+
+    data = {}
+    for key, value in initial_from_body(version.body, version.analysis).items():
+        if value is True:
+            data[key] = "on"
+        elif value not in (None, False, []):
+            data[key] = value
+    return data
+
+
+def test_oversized_text_and_absurd_numbers_are_errors_at_their_fields(client, analysis,
+                                                                      analyst):  # fmt: skip
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    before = PolicyVersion.objects.get(pk=version.pk).body
+    client.force_login(analyst)
+    url = reverse("policy_edit", args=[version.pk])
+    data = _form_post(version) | {
+        "cpu_ram_size_gib": "1e308",
+        "lifetime_s": "1e308",
+        "eol_lifetime_expiry_deadline_s": "1e308",
+        "justification": "x" * 100_000,
+        "routes": ", ".join(f"r{i}" for i in range(51)),
+        "serving": "r1 tp=0",
+    }
+    response = client.post(url, data)
+    assert response.status_code == 200
+    page = response.content.decode()
+    for field, message in [
+        ("cpu_ram_size_gib", "less than or equal to 1048576"),
+        ("lifetime_s", "less than or equal to 1000000000"),
+        ("eol_lifetime_expiry_deadline_s", "less than or equal to 1000000000"),
+        ("justification", "at most 10000 characters (it has 100000)"),
+        ("routes", "At most 50 routes (51 given)."),
+        ("serving", "Line 1: “tp=0” is not tp=&lt;1…256&gt;"),
+    ]:
+        found = re.search(rf'id="id_{field}_error">(.*?)</div>', page, re.S)
+        assert found and message in found.group(1), (field, found and found.group(1))
+    assert PolicyVersion.objects.get(pk=version.pk).body == before
+
+
+def test_a_form_over_the_request_limit_is_shown_again(client, analysis, analyst, settings):
+    version = policy_create(name="p", user=analyst, analysis=analysis)
+    before = PolicyVersion.objects.get(pk=version.pk).body
+    client.force_login(analyst)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    data = _form_post(version) | {"justification": "x" * (65 * 1024)}
+    response = client.post(reverse("policy_edit", args=[version.pk]), data)
+    assert response.status_code == 200
+    assert "Nothing was saved: the form sent is larger than the server accepts (64 KiB)" \
+        in response.content.decode()  # fmt: skip
+    assert PolicyVersion.objects.get(pk=version.pk).body == before
+
+
+def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis, analyst):
+    from django.db.migrations.executor import MigrationExecutor
+
+    policy_create(name="p1", user=analyst, analysis=analysis)
+    policy_create(name="p2", user=analyst, analysis=analysis)
+    last = AuditEvent.objects.latest("pk")
+    try:
+        # back to before 0013: no head table, no new guards
+        MigrationExecutor(connection).migrate([("console", "0012_job_heartbeat")])
+        assert "console_audithead" not in connection.introspection.table_names()
+    finally:  # forward to every latest migration (later ones included)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    head = AuditHead.objects.get()
+    assert (head.events, head.last_id, head.last_hash) == (2, last.pk, last.hash)
+    assert audit.verify().ok
+    _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
+
+
+def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver):
+    version = _approved(analysis, analyst, approver)
+    newest = AuditEvent.objects.latest("pk")
+    previous = AuditEvent.objects.filter(pk__lt=newest.pk).latest("pk")
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
+    client.force_login(analyst)
+    trail = client.get(reverse("audit_log")).content.decode()
+    assert (f"<strong>The chain is broken:</strong> the newest 1 event is missing after "
+            f"#{previous.pk}") in trail  # fmt: skip
+    response = client.post(reverse("policy_new"), {"name": "after the cut"})
+    assert response.status_code == 200  # the form again, the reason above it, not a 500
+    page = response.content.decode()
+    assert re.search(r'<div class="error-box" role="alert"><p>The audit trail does not end '
+                     r"where its head says", page)  # fmt: skip
+    assert not Policy.objects.filter(name="after the cut").exists()
+    # an export must be recorded: with no way to record it, nothing is served
+    left = AuditEvent.objects.count()
+    response = client.get(reverse("policy_export", args=[version.pk, "vllm-serve.sh"]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("policy_version", args=[version.pk])
+    assert AuditEvent.objects.count() == left

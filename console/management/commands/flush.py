@@ -1,0 +1,79 @@
+"""manage.py flush, with kvscope's database guards switched off for its one transaction.
+
+The audit trail, its head and signed policy versions are refused TRUNCATE (PostgreSQL) and
+DELETE (SQLite) by triggers (migrations 0004 and 0013). Django's flush — what
+pytest-django runs after every transactional test — must still empty every table, so this
+command replaces Django's: inside one transaction it switches kvscope's own triggers off,
+flushes, and switches them on again, so no other session ever sees them off and a failed
+flush restores them. On PostgreSQL, ALTER TABLE ... DISABLE TRIGGER needs ownership of the
+table: the same right that could drop the triggers outright, so this adds no new way
+around them; an application role that does not own the tables cannot flush at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.management.commands import flush
+from django.core.management.sql import emit_post_migrate_signal
+from django.db import connections, transaction
+
+
+@contextmanager
+def guards_off(connection) -> Iterator[None]:
+    """kvscope's triggers off until the end of the block (call inside a transaction)."""
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT c.relname, t.tgname FROM pg_trigger t "
+                "JOIN pg_class c ON c.oid = t.tgrelid "
+                "WHERE NOT t.tgisinternal AND t.tgname LIKE 'kvscope\\_%' "
+                "AND pg_table_is_visible(c.oid)"
+            )
+            triggers = cursor.fetchall()
+            for table, name in triggers:
+                cursor.execute(f"ALTER TABLE {quote(table)} DISABLE TRIGGER {quote(name)}")
+            yield
+            for table, name in triggers:
+                cursor.execute(f"ALTER TABLE {quote(table)} ENABLE TRIGGER {quote(name)}")
+        elif connection.vendor == "sqlite":
+            # no ALTER ... DISABLE in SQLite: drop them and create them again from their
+            # own stored definitions
+            cursor.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+                "AND name LIKE 'kvscope\\_%' ESCAPE '\\'"
+            )
+            triggers = cursor.fetchall()
+            for name, _ in triggers:
+                cursor.execute(f"DROP TRIGGER {quote(name)}")
+            yield
+            for _, sql in triggers:
+                cursor.execute(sql)
+        else:
+            yield
+
+
+class Command(flush.Command):
+    help = flush.Command.help + " The audit trail's guards are off only inside the flush."
+
+    def handle(self, **options) -> None:
+        database = options["database"]
+        connection = connections[database]
+        if options["interactive"]:
+            confirm = input(
+                f"This will IRREVERSIBLY DESTROY all data in the "
+                f"{connection.settings_dict['NAME']!r} database, the audit trail included.\n"
+                "Type 'yes' to continue, or 'no' to cancel: "
+            )
+            if confirm != "yes":
+                self.stdout.write("Flush cancelled.")
+                return
+        with transaction.atomic(using=database), guards_off(connection):
+            # post_migrate runs after the triggers are back (it writes rows; PostgreSQL
+            # refuses ALTER TABLE on a table with pending deferred checks)
+            super().handle(**{**options, "interactive": False, "inhibit_post_migrate": True})
+        tables = connection.introspection.django_table_names(only_existing=True)
+        if tables and not options.get("inhibit_post_migrate", False):
+            emit_post_migrate_signal(options["verbosity"], False, database)
