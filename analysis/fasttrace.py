@@ -8,16 +8,18 @@ never changes a result; it only skips Python work on clean files.
 
 from __future__ import annotations
 
+import io
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from analysis.readers import GZIP_MAGIC, MAX_TOKENS, InflateLimit, ReadLimits, open_gzip
+from analysis.readers import _BOM, GZIP_MAGIC, MAX_TOKENS, InflateLimit, ReadLimits, open_gzip
 from analysis.timestamps import _MAX_US
 
 _SCHEMA = pa.schema(
@@ -49,20 +51,65 @@ class TraceColumns:
     model: list[str]
 
 
+_LINE_BOM = b"\n" + _BOM
+
+
+class _NoBom(io.RawIOBase):
+    """A byte stream without the UTF-8 byte-order marks that start its lines (some tools
+    write one per line; Arrow's reader takes one at the start of the file only)."""
+
+    def __init__(self, raw: IO[bytes]):
+        self._raw = raw
+        self._held = b""  # bytes not handed out yet: maybe the start of "\n" + a mark
+        self._first = True
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while True:
+            chunk = b"" if self._eof else self._raw.read(max(len(buffer), 1 << 16))
+            self._eof = not chunk
+            data = self._held + chunk
+            if self._first:
+                if len(data) < 3 and not self._eof:
+                    self._held = data
+                    continue
+                self._first = False
+                data = data[3:] if data.startswith(_BOM) else data
+            data = data.replace(_LINE_BOM, b"\n")
+            keep = 0 if self._eof else next(
+                (k for k in (3, 2, 1) if data.endswith(_LINE_BOM[:k])), 0)  # fmt: skip
+            keep = max(keep, len(data) - len(buffer))  # hand out no more than fits
+            out, self._held = data[: len(data) - keep], data[len(data) - keep :]
+            if out or self._eof:
+                break
+        buffer[: len(out)] = out
+        return len(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def read_trace(
-    path: str | Path, block_tokens: int, limits: ReadLimits | None = None
+    path: str | Path, block_tokens: int, limits: ReadLimits | None = None, name: str | None = None
 ) -> TraceColumns | None:
     """The whole trace, or None when the line-by-line reader must decide. A gzip trace is
-    decompressed under the inflate limits (InflateLimit propagates)."""
+    decompressed under the inflate limits (InflateLimit propagates); `name` is the file's
+    name as the user knows it."""
     path = Path(path)
     with open(path, "rb") as fh:
-        gz = fh.read(2) == GZIP_MAGIC
+        head = fh.read(3)
     parts: list[TraceColumns] = []
-    source = (
-        pa.PythonFile(open_gzip(path, limits or ReadLimits()), mode="r")
-        if gz
-        else pa.input_stream(str(path))
-    )
+    if head[:2] == GZIP_MAGIC:
+        source = pa.PythonFile(_NoBom(open_gzip(path, limits or ReadLimits(), name=name)), "r")
+    elif head == _BOM:  # marks on every line, most likely: filter them out
+        # (closed with `source`, in the finally below)
+        source = pa.PythonFile(_NoBom(open(path, "rb")), mode="r")  # noqa: SIM115
+    else:
+        source = pa.input_stream(str(path))
     try:
         # batch by batch: the parse buffers of one block at a time, not of the whole file
         for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):

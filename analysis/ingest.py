@@ -16,6 +16,7 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    BlankLineLimit,
     ByteRange,
     ChatReader,
     ChatRequest,
@@ -53,7 +54,6 @@ ProgressFn = Callable[[Progress], None]
 
 DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
 FORMATS = ("auto", "chat", "mooncake")
-_PROGRESS_EVERY = 2000  # lines between progress reports
 _PREVIEW_CHARS = 200
 
 
@@ -565,9 +565,10 @@ def ingest(
     paths: Sequence[str | Path],
     options: IngestOptions,
     progress: ProgressFn | None = None,
+    names: Sequence[str] | None = None,
 ) -> BlockStream:
     """Read every log into one block stream (options.block_tokens)."""
-    streams = ingest_streams(paths, options, progress)
+    streams = ingest_streams(paths, options, progress, names=names)
     return next(iter(streams.values()))
 
 
@@ -576,14 +577,16 @@ def ingest_streams(
     options: IngestOptions,
     progress: ProgressFn | None = None,
     byte_range: ByteRange | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[int, BlockStream]:
     """Read every log once into block streams, one per block size (the first is
     options.block_tokens or the format's default, then options.extra_block_tokens).
 
     Bad lines are skipped and listed; a log with no usable line at all raises
-    UnusableInput with a one-line reason.
+    UnusableInput with a one-line reason. `names`: each path's name as the user knows
+    it (default: the path's own), used in every error, note and skipped-line entry.
     """
-    builder, names, log = _read(paths, options, progress, byte_range, spill=None)
+    builder, names, log = _read(paths, options, progress, byte_range, spill=None, names=names)
     return builder.finish(names, log)
 
 
@@ -593,13 +596,14 @@ def ingest_to_folders(
     root: str | Path,
     progress: ProgressFn | None = None,
     byte_range: ByteRange | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[int, Path]:
     """ingest_streams, written straight to `root`/b<size> (one folder per block size).
     Block references and occurrences are spilled to disk as they grow, so the memory
     used follows the distinct content of the logs, not their length."""
     root = Path(root)
     with SpillColumns(root) as spill:
-        builder, names, log = _read(paths, options, progress, byte_range, spill)
+        builder, names, log = _read(paths, options, progress, byte_range, spill, names)
         if progress is not None:
             progress(Progress("writing", 1, 1, builder.requests, log.skipped_lines))
         return builder.write({size: root / f"b{size}" for size in builder.block_sizes}, names, log)
@@ -611,18 +615,23 @@ def _read(
     progress: ProgressFn | None,
     byte_range: ByteRange | None,
     spill: SpillColumns | None,
+    names: Sequence[str] | None = None,
 ) -> tuple[StreamBuilder, list[str], ErrorLog]:
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
     if byte_range is not None and len(paths) != 1:
         raise ValueError("a byte range is part of one file")
+    if names is not None and len(names) != len(paths):
+        raise ValueError("one name per path")
     log = ErrorLog(max_listed=options.max_listed_errors, max_bad_lines=options.max_bad_lines)
-    files = [LogFile(p, byte_range, options.limits) for p in paths]
+    files = [LogFile(p, byte_range, options.limits, names[i] if names else None)
+             for i, p in enumerate(paths)]  # fmt: skip
     total_bytes = sum(f.size for f in files) or 1
     done_bytes = 0
     builder: StreamBuilder | None = None
-    names = [f.path.name for f in files]
+    names = [f.name for f in files]
     multi = len(files) > 1
+    formats: dict[int, str] = {}  # each file's own format, from its first valid line
 
     def report(done: int) -> None:
         if progress is not None:
@@ -632,41 +641,50 @@ def _read(
     # one reader for all the files: a request id repeated in another file is a duplicate too
     reader: Reader | None = None
     for file_index, log_file in enumerate(files):
+        # bytes read so far, after every chunk: progress moves before the first request
+        # too, and through a file of blank lines (where no line is ever handed out)
+        log_file.on_chunk = lambda f=log_file, before=done_bytes: report(before + f.bytes_read())
         whole = byte_range is None
-        if (
-            whole
-            and options.format != "chat"
-            and (builder is None or builder.source_format == "mooncake")
-        ):
-            fast = _fast_trace(log_file, builder, options, spill)
-            if fast is not None:
-                builder, cols = fast
-                builder.add_trace_columns(cols, file_index)
-                done_bytes += log_file.size
-                report(done_bytes)
-                continue
-        for line_no, raw in log_file.lines():
-            try:
-                obj = decode_line(raw)
-                if obj is None:
+        try:
+            if (
+                whole
+                and options.format != "chat"
+                and (builder is None or builder.source_format == "mooncake")
+            ):
+                fast = _fast_trace(log_file, file_index, builder, options, spill, formats, names)
+                if fast is not None:
+                    builder, cols = fast
+                    builder.add_trace_columns(cols, file_index)
+                    done_bytes += log_file.size
+                    report(done_bytes)
                     continue
-                if builder is None:
-                    builder = _builder(obj, options, spill)
-                if reader is None:
-                    reader = _reader(builder, log)
-                request = reader.parse(obj, line_no)
-                if isinstance(request, TraceRequest):
-                    builder.add_trace(request, file_index)
-                else:
-                    builder.add_chat(request, file_index)
-            except LineError as exc:
-                log.skip(line_no, str(exc), names[file_index] if multi else None)
-            if line_no % _PROGRESS_EVERY == 0:
-                report(done_bytes + log_file.bytes_read())
+            for line_no, raw in log_file.lines():
+                try:
+                    obj = decode_line(raw)
+                    if obj is None:
+                        continue
+                    if file_index not in formats:
+                        _same_format(formats, file_index, names, obj)
+                    if builder is None:
+                        builder = _builder(obj, options, spill)
+                    if reader is None:
+                        reader = _reader(builder, log)
+                    request = reader.parse(obj, line_no)
+                    if isinstance(request, TraceRequest):
+                        builder.add_trace(request, file_index)
+                    else:
+                        builder.add_chat(request, file_index)
+                except LineError as exc:
+                    log.skip(line_no, str(exc), names[file_index] if multi else None)
+        except BlankLineLimit as exc:
+            raise TooManyBadLines(str(exc), log.errors, log.skipped_lines) from None
         if log_file.truncated is not None:
             line_no, reason = log_file.truncated
             log.skip(line_no, reason, names[file_index] if multi else None)
         done_bytes += log_file.size
+        if log_file.blank_lines:
+            where = f" in {log_file.name}" if multi else ""
+            log.note(f"{log_file.blank_lines:,} blank lines{where} were ignored")
     if builder is None or not builder.requests:
         reason = log.errors[0]["reason"] if log.errors else "the file is empty"
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
@@ -679,19 +697,43 @@ def _read(
 
 def _fast_trace(
     log_file: LogFile,
+    file_index: int,
     builder: StreamBuilder | None,
     options: IngestOptions,
     spill: SpillColumns | None,
+    formats: dict[int, str],
+    names: list[str],
 ) -> tuple[StreamBuilder, TraceColumns] | None:
     """The column-wise path for a clean pre-hashed trace, if this file is one."""
+    first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
+    if first is None:
+        return None
+    _same_format(formats, file_index, names, first)
     if builder is None:
-        first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
-        if first is None or (options.format == "auto" and detect_format_or_none(first)
-                             != "mooncake"):  # fmt: skip
+        if options.format == "auto" and detect_format_or_none(first) != "mooncake":
             return None
         builder = _builder(first, options, spill)
-    cols = read_trace(log_file.path, builder.block_tokens, options.limits)
+    cols = read_trace(log_file.path, builder.block_tokens, options.limits, log_file.name)
     return (builder, cols) if cols is not None else None
+
+
+_FORMAT_NAMES = {"chat": "a chat log", "mooncake": "a pre-hashed (Mooncake) trace"}
+
+
+def _same_format(formats: dict[int, str], index: int, names: list[str], first: dict) -> None:
+    """Record a file's format (from its first valid line); a multi-file upload whose files
+    differ cannot be read as one log: say so, naming both files and what each is."""
+    found = detect_format_or_none(first)
+    if found is None:
+        return  # not a request of either kind: its lines are skipped one by one
+    formats[index] = found
+    other = next(((i, f) for i, f in formats.items() if f != found), None)
+    if other is not None:
+        raise UnusableInput(
+            f"the files are in different formats: {names[other[0]]} is "
+            f"{_FORMAT_NAMES[other[1]]}, {names[index]} is {_FORMAT_NAMES[found]}; upload "
+            "each kind on its own"
+        )
 
 
 def _try_decode(raw: bytes) -> dict | None:

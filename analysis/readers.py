@@ -10,8 +10,9 @@ Files may be plain or gzip; gzip is recognised by its magic bytes, not by the na
 from __future__ import annotations
 
 import io
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -87,6 +88,9 @@ class ReadLimits:
     max_line_bytes: int = 64 << 20  # one request; bigger is a broken or hostile file
     max_inflated_bytes: int = 64 << 30  # a gzip log, decompressed
     max_inflate_ratio: int = 200  # decompressed / compressed: text logs are far below
+    # blank lines allowed beyond one per line with content (None: any number); reading
+    # them is cheap, but a file that is mostly blank is not a log
+    max_blank_lines: int | None = 1_000_000
 
 
 class InflateLimit(UnusableInput):
@@ -99,10 +103,17 @@ class InflateGuard(io.RawIOBase):
     inflated whole. Unlike gzip.GzipFile it hands out everything before a cut, then
     raises EOFError, so a truncated log keeps all its complete lines."""
 
-    def __init__(self, raw: IO[bytes], path: Path, limits: ReadLimits, owns_raw: bool = False):
+    def __init__(
+        self,
+        raw: IO[bytes],
+        path: Path,
+        limits: ReadLimits,
+        owns_raw: bool = False,
+        name: str | None = None,
+    ):
         self._raw = raw
         self._owns_raw = owns_raw
-        self._name = path.name
+        self._name = name or path.name
         self._compressed = path.stat().st_size
         self._limits = limits
         self.limit = min(limits.max_inflated_bytes, limits.max_inflate_ratio * self._compressed)
@@ -152,11 +163,14 @@ class InflateGuard(io.RawIOBase):
         super().close()
 
 
-def open_gzip(path: Path, limits: ReadLimits, raw: IO[bytes] | None = None) -> InflateGuard:
-    """A gzip file, decompressed under the inflate limits (`raw`: already open, at 0)."""
+def open_gzip(
+    path: Path, limits: ReadLimits, raw: IO[bytes] | None = None, name: str | None = None
+) -> InflateGuard:
+    """A gzip file, decompressed under the inflate limits (`raw`: already open, at 0;
+    `name`: the file's name as the user knows it, for the messages)."""
     if raw is None:
-        return InflateGuard(open(path, "rb"), path, limits, owns_raw=True)
-    return InflateGuard(raw, path, limits)
+        return InflateGuard(open(path, "rb"), path, limits, owns_raw=True, name=name)
+    return InflateGuard(raw, path, limits, name=name)
 
 
 @dataclass(frozen=True)
@@ -198,18 +212,37 @@ def split_lines(path: str | Path, parts: int, chunk: int = 1 << 20) -> list[Byte
     return [ByteRange(bounds[i], bounds[i + 1], lines_before[i]) for i in range(len(bounds) - 1)]
 
 
+class BlankLineLimit(UnusableInput):
+    """A log that is mostly blank lines (whitespace only) past the budget: read no further.
+    _read turns it into TooManyBadLines carrying what was skipped so far."""
+
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: some tools write one per file, some per line
+# bytes.isspace's set, so a line is blank exactly when bytes.strip() empties it
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+_CHUNK = 1 << 20  # bytes read at a time: blank runs are skipped a chunk at a time, in C
+
+
 class LogFile:
     """A log opened for streaming: yields (line number, raw bytes) and reports progress
     in bytes of the file on disk (compressed bytes for gzip). With a ByteRange, only the
-    lines that start inside it (plain files only)."""
+    lines that start inside it (plain files only). `name` is the file's name as the user
+    knows it (the console stores uploads under generated names); every message uses it.
+
+    Blank (whitespace-only) lines are never handed out: they are counted (blank_lines),
+    skipped a chunk at a time, and past limits.max_blank_lines more than the lines with
+    content the file is refused (BlankLineLimit). A UTF-8 byte-order mark at the start
+    of the file or of any line is dropped."""
 
     def __init__(
         self,
         path: str | Path,
         byte_range: ByteRange | None = None,
         limits: ReadLimits | None = None,
+        name: str | None = None,
     ):
         self.path = Path(path)
+        self.name = name or self.path.name
         self.byte_range = byte_range
         self.limits = limits or ReadLimits()
         total = self.path.stat().st_size
@@ -217,10 +250,16 @@ class LogFile:
         self._raw: IO[bytes] | None = None
         # set when a gzip stream ended early: (first line not read, reason)
         self.truncated: tuple[int, str] | None = None
+        self.blank_lines = 0
+        self.content_lines = 0
+        # called after each chunk read, so progress moves even through a file of
+        # nothing but blank lines (where no line is ever handed out)
+        self.on_chunk: Callable[[], None] | None = None
 
-    def lines(self) -> Iterator[tuple[int, bytes | LineError]]:
+    def lines(self) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         """(line number, raw line); a line over the length limit comes as a LineError
         (decode_line raises it), read past without holding it."""
+        self.blank_lines = self.content_lines = 0
         if self.byte_range is not None:
             yield from self._range_lines(self.byte_range)
             return
@@ -229,14 +268,15 @@ class LogFile:
             self._raw = raw
             if raw.read(2) == GZIP_MAGIC:
                 raw.seek(0)
-                stream = io.BufferedReader(open_gzip(self.path, self.limits, raw), 1 << 20)
+                stream = io.BufferedReader(open_gzip(self.path, self.limits, raw, self.name),
+                                           _CHUNK)  # fmt: skip
                 yield from self._gzip_lines(stream)
             else:
                 raw.seek(0)
                 yield from self._split(raw, 1)
             self._raw = None
 
-    def _gzip_lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | LineError]]:
+    def _gzip_lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         """Lines of a gzip log (InflateGuard stops a zip bomb); a truncated or corrupt
         stream ends the file: the lines before it are kept, and it is said."""
         number = 0
@@ -252,42 +292,144 @@ class LogFile:
                 return
             yield number, line
 
-    def _split(self, stream: IO[bytes], first: int) -> Iterator[tuple[int, bytes | LineError]]:
-        cap = self.limits.max_line_bytes
-        number = first
-        while line := stream.readline(cap + 1):
-            if len(line) > cap and not line.endswith(b"\n"):
-                length = len(line)
-                while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    length += len(rest)
-                length += len(rest)
-                line = LineError(f"the line is {length:,} bytes, over the limit of {cap:,}")
-            yield number, line
-            number += 1
+    def _blank(self, count: int, number: int) -> None:
+        self.blank_lines += count
+        budget = self.limits.max_blank_lines
+        if budget is not None and self.blank_lines > budget + self.content_lines:
+            raise BlankLineLimit(
+                f"{self.name}: stopped at line {number:,}: {self.blank_lines:,} blank "
+                f"(whitespace-only) lines against {self.content_lines:,} with content, past "
+                f"the budget of {budget:,} more blank lines than lines with content; "
+                "is this a log?"
+            )
 
-    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes | LineError]]:
+    def _split(
+        self, stream: IO[bytes], first: int, stop: int | None = None
+    ) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
+        """Lines read a chunk at a time. Runs of whitespace between lines are skipped by one
+        regex match each (a GiB of newlines is a thousand chunks, not a billion Python
+        iterations) and counted as blank lines. `stop`: only lines that start before this
+        offset of the stream (a byte range)."""
+        cap = self.limits.max_line_bytes
+        number = first  # the number of the line being read
+        offset = 0  # of `data` in the stream
+        carry: bytearray | None = None  # a line begun in an earlier chunk
+        over = -1  # >= 0: the length so far of a line over the cap, being read past
+        data = b""
+        while True:
+            offset += len(data)
+            # read1: at most one read of the stream below, so a gzip cut or damage loses
+            # nothing InflateGuard has handed out (read() would drop a half-filled chunk)
+            data = stream.read1(_CHUNK)  # type: ignore[attr-defined]
+            if self.on_chunk is not None:
+                self.on_chunk()
+            if not data:
+                break
+            pos, size = 0, len(data)
+            if over >= 0 or carry is not None:
+                newline = data.find(b"\n")
+                end = size if newline < 0 else newline + 1
+                # the cap is on the content; the length said counts the newline too
+                if over < 0 and carry is not None and len(carry) + (newline if newline >= 0
+                                                                    else size) > cap:  # fmt: skip
+                    over, carry = len(carry), None
+                if over >= 0:
+                    over += end
+                    if newline < 0:
+                        continue
+                    yield number, LineError(f"the line is {over:,} bytes, over the limit of "
+                                            f"{cap:,}")  # fmt: skip
+                    self.content_lines += 1
+                    over = -1
+                else:
+                    assert carry is not None
+                    carry += data[:end]
+                    if newline < 0:
+                        continue
+                    line, carry = carry, None
+                    if _blank_line(line):
+                        self._blank(1, number)
+                    else:
+                        self.content_lines += 1
+                        yield number, line
+                number += 1
+                pos = end
+            while pos < size:
+                # the whitespace (and byte-order marks) before the next content: blank lines
+                end = _SPACE.match(data, pos).end()  # type: ignore[union-attr]
+                while data.startswith(_BOM, end):
+                    end = _SPACE.match(data, end + 3).end()  # type: ignore[union-attr]
+                if stop is not None and offset + end >= stop:
+                    blank = data.count(b"\n", pos, max(stop - offset, pos))
+                    if blank:
+                        self._blank(blank, number)
+                    return
+                blank = data.count(b"\n", pos, end)
+                if blank:
+                    number += blank
+                    self._blank(blank, number)
+                pos = end
+                if pos == size:
+                    break
+                newline = data.find(b"\n", pos)
+                if newline < 0:  # the line goes on in the next chunk
+                    if size - pos > cap:
+                        over = size - pos  # read past, never held
+                    else:
+                        carry = bytearray(data[pos:])
+                    break
+                if newline - pos > cap:
+                    line: bytes | LineError = LineError(
+                        f"the line is {newline + 1 - pos:,} bytes, over the limit of {cap:,}"
+                    )
+                else:
+                    line = data[pos : newline + 1]
+                self.content_lines += 1
+                yield number, line
+                number += 1
+                pos = newline + 1
+        if over >= 0:
+            self.content_lines += 1
+            yield number, LineError(f"the line is {over:,} bytes, over the limit of {cap:,}")
+        elif carry is not None and (stop is None or offset < stop):
+            if _blank_line(carry):
+                self._blank(1, number)
+            else:
+                self.content_lines += 1
+                yield number, carry
+
+    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         with open(self.path, "rb") as raw:
             raw.seek(part.start)
-            position = raw.tell()
-            for number, line in self._split(raw, part.first_line):
-                if position >= part.end:
-                    break
-                yield number, line
-                position = raw.tell()
+            yield from self._split(raw, part.first_line, part.end - part.start)
 
     def bytes_read(self) -> int:
         raw = self._raw
         return raw.tell() if raw is not None and not raw.closed else self.size
 
 
+def _content_start(line: bytes | bytearray) -> int:
+    """Where a line's content starts, past whitespace and byte-order marks (no copy)."""
+    end = _SPACE.match(line).end()  # type: ignore[union-attr]
+    while line.startswith(_BOM, end):
+        end = _SPACE.match(line, end + 3).end()  # type: ignore[union-attr]
+    return end
+
+
+def _blank_line(line: bytes | bytearray) -> bool:
+    """Whitespace and byte-order marks only."""
+    return _content_start(line) == len(line)
+
+
 def decode_line(raw: bytes | LineError) -> dict | None:
     """The JSON object on a line; None for a blank line. Raises LineError."""
     if isinstance(raw, LineError):
         raise raw
-    if not raw.strip():
+    start = _content_start(raw)  # a byte-order mark may start any line
+    if start == len(raw):
         return None
     try:
-        obj = orjson.loads(raw)
+        obj = orjson.loads(memoryview(raw)[start:] if start else raw)
     except orjson.JSONDecodeError as exc:
         raise LineError(f"not valid JSON ({exc.args[0].split(':')[0]})") from None
     if not isinstance(obj, dict):
