@@ -6,6 +6,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -633,10 +634,15 @@ def _read(
     multi = len(files) > 1
     formats: dict[int, str] = {}  # each file's own format, from its first valid line
 
+    furthest = 0
+
     def report(done: int) -> None:
+        nonlocal furthest
         if progress is not None:
+            # never backwards, when a trace Arrow refused is read again line by line
+            furthest = max(furthest, done)
             requests = builder.requests if builder is not None else 0
-            progress(Progress("reading", done, total_bytes, requests, log.skipped_lines))
+            progress(Progress("reading", furthest, total_bytes, requests, log.skipped_lines))
 
     # one reader for all the files: a request id repeated in another file is a duplicate too
     reader: Reader | None = None
@@ -646,19 +652,31 @@ def _read(
         log_file.on_chunk = lambda f=log_file, before=done_bytes: report(before + f.bytes_read())
         whole = byte_range is None
         try:
+            lines: Iterator[tuple[int, bytes | bytearray | LineError]] = log_file.lines()
             if (
                 whole
                 and options.format != "chat"
                 and (builder is None or builder.source_format == "mooncake")
             ):
-                fast = _fast_trace(log_file, file_index, builder, options, spill, formats, names)
+                # the lines up to the first request tell whether this is a trace; the
+                # line path goes on from them (one pass over a file of blank lines)
+                head, first = _head(lines)
+                if first is not None:
+                    _same_format(formats, file_index, names, first)
+                fast = _fast_trace(log_file, first, builder, options, spill)
                 if fast is not None:
+                    lines.close()
                     builder, cols = fast
                     builder.add_trace_columns(cols, file_index)
                     done_bytes += log_file.size
                     report(done_bytes)
                     continue
-            for line_no, raw in log_file.lines():
+                if first is not None and detect_format_or_none(first) == "mooncake":
+                    lines.close()  # a trace Arrow refused: read it again, line by line
+                    lines = log_file.lines()
+                else:
+                    lines = chain(head, lines)
+            for line_no, raw in lines:
                 try:
                     obj = decode_line(raw)
                     if obj is None:
@@ -686,7 +704,9 @@ def _read(
             where = f" in {log_file.name}" if multi else ""
             log.note(f"{log_file.blank_lines:,} blank lines{where} were ignored")
     if builder is None or not builder.requests:
-        reason = log.errors[0]["reason"] if log.errors else "the file is empty"
+        blank = sum(f.blank_lines for f in files)
+        empty = f"only blank lines: {blank:,}" if blank else "the file is empty"
+        reason = log.errors[0]["reason"] if log.errors else empty
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
         raise UnusableInput(
             f"no usable request in {', '.join(names)}{first}", log.errors, log.skipped_lines
@@ -695,23 +715,37 @@ def _read(
     return builder, names, log
 
 
+_HEAD_LINES = 1000  # lines with content looked at for a first request (the fast path)
+
+
+def _head(
+    lines: Iterator[tuple[int, bytes | bytearray | LineError]],
+) -> tuple[list[tuple[int, bytes | bytearray | LineError]], dict | None]:
+    """The lines up to and including the first that decodes, and its object (None if
+    none did among the first _HEAD_LINES)."""
+    head = []
+    for number, raw in lines:
+        head.append((number, raw))
+        obj = _try_decode(raw)
+        if obj is not None:
+            return head, obj
+        if len(head) >= _HEAD_LINES:
+            break
+    return head, None
+
+
 def _fast_trace(
     log_file: LogFile,
-    file_index: int,
+    first: dict | None,
     builder: StreamBuilder | None,
     options: IngestOptions,
     spill: SpillColumns | None,
-    formats: dict[int, str],
-    names: list[str],
 ) -> tuple[StreamBuilder, TraceColumns] | None:
-    """The column-wise path for a clean pre-hashed trace, if this file is one."""
-    first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
-    if first is None:
+    """The column-wise path for a clean pre-hashed trace, if this file is one (its first
+    request is `first`)."""
+    if first is None or detect_format_or_none(first) != "mooncake":
         return None
-    _same_format(formats, file_index, names, first)
     if builder is None:
-        if options.format == "auto" and detect_format_or_none(first) != "mooncake":
-            return None
         builder = _builder(first, options, spill)
     cols = read_trace(log_file.path, builder.block_tokens, options.limits, log_file.name)
     return (builder, cols) if cols is not None else None

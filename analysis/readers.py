@@ -362,12 +362,12 @@ class LogFile:
                 if stop is not None and offset + end >= stop:
                     blank = data.count(b"\n", pos, max(stop - offset, pos))
                     if blank:
-                        self._blank(blank, number)
+                        self._blank(blank, number + blank - 1)
                     return
                 blank = data.count(b"\n", pos, end)
                 if blank:
                     number += blank
-                    self._blank(blank, number)
+                    self._blank(blank, number - 1)  # (names the last blank line)
                 pos = end
                 if pos == size:
                     break
