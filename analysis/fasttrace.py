@@ -19,8 +19,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from analysis.readers import _BOM, GZIP_MAGIC, MAX_TOKENS, InflateLimit, ReadLimits, open_gzip
-from analysis.timestamps import _MAX_US
+from analysis.readers import (
+    _BOM,
+    GZIP_MAGIC,
+    MAX_PROMPT_TOKENS,
+    MAX_TOKENS,
+    InflateLimit,
+    ReadLimits,
+    max_blocks,
+    open_gzip,
+)
+from analysis.timestamps import _MAX_US, FUTURE_SLACK_US, now_us
 
 _SCHEMA = pa.schema(
     [
@@ -160,7 +169,12 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     ms = ts.to_numpy()
     if not np.isfinite(ms).all() or (np.abs(ms) > _MAX_US / 1000).any():
         return None
+    # implausible times and prompts: the line reader names each line (check_plausible)
+    if (ms < 0).any() or (ms * 1000 > now_us() + FUTURE_SLACK_US).any():
+        return None
     inputs = length.to_numpy()
+    if (inputs > MAX_PROMPT_TOKENS).any():
+        return None
     output = table.column("output_length").to_numpy(zero_copy_only=False)
     output = np.where(np.isnan(output), -1, output).astype(np.int64)
     if (inputs < 0).any() or (inputs > MAX_TOKENS).any():
@@ -170,6 +184,8 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     flat = ids.combine_chunks()
     offsets = flat.offsets.to_numpy()
     nblocks = np.diff(offsets).astype(np.int64)
+    if (nblocks > max_blocks(block_tokens)).any():
+        return None
     last = inputs - block_tokens * (nblocks - 1)
     consistent = np.where(nblocks > 0, (last > 0) & (last <= block_tokens), inputs == 0)
     if not consistent.all():

@@ -17,6 +17,7 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    PRECHECK_BYTES,
     BlankLineLimit,
     ByteRange,
     ChatReader,
@@ -28,6 +29,7 @@ from analysis.readers import (
     TraceRequest,
     decode_line,
     detect_format,
+    precheck_line,
     split_lines,
 )
 from analysis.spill import SPILL_ROWS, SpillColumns
@@ -37,7 +39,8 @@ from analysis.stream import (
     ROLE_OTHER,
     BlockStream,
 )
-from analysis.tokens import SegmentTokenizer, load_encoding
+from analysis.timestamps import MAX_PLAUSIBLE_SPAN_US
+from analysis.tokens import PIECE_CHARS, SegmentTokenizer, load_encoding
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ ProgressFn = Callable[[Progress], None]
 DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": 512}
 FORMATS = ("auto", "chat", "mooncake")
 _PREVIEW_CHARS = 200
+_SEEN_BY_TEXT = 1 << 16  # longer message texts are memoised by their digest, not held
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,7 @@ class StreamBuilder:
         self._segments: dict[int, int] = {}  # segment id -> index in the table
         # (role, text) -> (segment index, token ids): a repeated message costs one dict
         # lookup. Holds each distinct text once, for the ingest only (never stored).
-        self._seen: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+        self._seen: dict[tuple[str, str | bytes], tuple[int, np.ndarray]] = {}
         self._seg_id = array("Q")
         self._seg_role = array("b")
         self._seg_tokens = array("i")
@@ -295,12 +299,21 @@ class StreamBuilder:
         offset = 0
         seen = self._seen
         for message in request.messages:
-            known = seen.get((message.role, message.text))
+            text = message.text
+            # a long text is remembered by its digest: the memo must not keep the text
+            key: tuple[str, str | bytes] | None = (
+                (message.role, text) if len(text) <= _SEEN_BY_TEXT else None
+            )
+            known = seen.get(key) if key is not None else None
             if known is None:
-                digest = self._hasher.text_digest(message.text)
-                text_tokens = tokenizer.text(digest, message.text)
+                digest = self._hasher.text_digest(text)
+                if key is None:
+                    key = (message.role, digest)
+                    known = seen.get(key)
+            if known is None:
+                text_tokens = tokenizer.text(digest, text)
                 seg = self._segment(message.role, digest, text_tokens.size, message)
-                seen[(message.role, message.text)] = (seg, text_tokens)
+                seen[key] = (seg, text_tokens)
             else:
                 seg, text_tokens = known
                 if message.is_document or message.label:
@@ -373,6 +386,10 @@ class StreamBuilder:
             self._seg_role[seg] = ROLE_DOCUMENT_PART
         if message.label and not self._seg_label[seg]:
             self._seg_label[seg] = message.label
+
+    @property
+    def inexact_texts(self) -> int:
+        return self._tokenizer.inexact_texts if self._tokenizer else 0
 
     @property
     def distinct_tokens(self) -> int:
@@ -678,6 +695,8 @@ def _read(
                     lines = chain(head, lines)
             for line_no, raw in lines:
                 try:
+                    if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
+                        precheck_line(raw, _trace_block_tokens(builder, options, raw))
                     obj = decode_line(raw)
                     if obj is None:
                         continue
@@ -711,8 +730,47 @@ def _read(
         raise UnusableInput(
             f"no usable request in {', '.join(names)}{first}", log.errors, log.skipped_lines
         )
+    _note_span(builder, log, names)
+    if builder.inexact_texts:
+        log.note(f"{builder.inexact_texts:,} texts hold a run of more than {PIECE_CHARS:,} "
+                 "characters without a space; they were tokenized in pieces, so their token "
+                 "counts may differ from tiktoken's by a token or two per piece")  # fmt: skip
     report(total_bytes)
     return builder, names, log
+
+
+def _note_span(builder: StreamBuilder, log: ErrorLog, names: list[str]) -> None:
+    """A note when the requests span more than a year: a few lines with a wrong unit, a
+    wrong clock or a placeholder (0, year 9999) stretch every time-based figure."""
+    t = _np(builder._t, np.int64, copy=False)
+    if t.size < 2:
+        return
+    first, last = int(t.argmin()), int(t.argmax())
+    span = int(t[last] - t[first])
+    if span <= MAX_PLAUSIBLE_SPAN_US:
+        return
+    lines = _np(builder._line, np.int64, copy=False)
+    files = _np(builder._file, np.int16, copy=False)
+
+    def where(i: int) -> str:
+        return (f"{names[int(files[i])]} " if len(names) > 1 else "") + f"line {int(lines[i])}"
+
+    log.note(f"the requests span {span / 86_400e6:,.0f} days (the earliest on {where(first)}, "
+             f"the latest on {where(last)}): timestamps this far apart usually mean a wrong "
+             "unit, clock or placeholder (such as 0); check them")  # fmt: skip
+
+
+def _trace_block_tokens(
+    builder: StreamBuilder | None, options: IngestOptions, raw: bytes | bytearray
+) -> int | None:
+    """The block size if this line is to be read as a pre-hashed trace line, else None."""
+    if builder is not None:
+        return builder.block_tokens if builder.source_format == "mooncake" else None
+    if options.format == "chat":
+        return None
+    if options.format == "mooncake" or (b'"hash_ids"' in raw and b'"messages"' not in raw):
+        return options.block_tokens or DEFAULT_BLOCK_TOKENS["mooncake"]
+    return None
 
 
 _HEAD_LINES = 1000  # lines with content looked at for a first request (the fast path)

@@ -22,7 +22,7 @@ import orjson
 
 from analysis.dedupe import SeenIds
 from analysis.errors import ErrorLog, LineError, UnusableInput
-from analysis.timestamps import NO_ZONE_NOTE, ms_to_us, parse_timestamp
+from analysis.timestamps import NO_ZONE_NOTE, check_plausible, ms_to_us, now_us, parse_timestamp
 
 GZIP_MAGIC = b"\x1f\x8b"
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -38,6 +38,14 @@ DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
 INSTRUCTION_ROLES = frozenset({"system", "developer"})
 # No model has a context anywhere near this; larger counts are corrupt, not traffic.
 MAX_TOKENS = 1 << 40
+# The longest context any model offers (Llama 4 Scout: 10 M tokens): a longer prompt is
+# not a request an engine served. Bounds a trace line's input_length and hash_ids.
+MAX_PROMPT_TOKENS = 10_000_000
+# More messages than any conversation an engine takes: refused before the line is
+# parsed, since parsing them is where the memory goes (~1 kB a message).
+MAX_MESSAGES = 100_000
+# Lines longer than this are counted before they are parsed (precheck_line)
+PRECHECK_BYTES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -478,11 +486,13 @@ class ChatReader:
         self._errors = errors
         self._ids = SeenIds()
         self._unknown_parts: set[str] = set()
+        self._now = now_us()
 
     def parse(self, obj: dict, line: int) -> ChatRequest:
         if "timestamp" not in obj:
             raise LineError("no timestamp")
         t_us, assumed_utc = parse_timestamp(obj["timestamp"])
+        check_plausible(t_us, obj["timestamp"], self._now)
         if assumed_utc:
             self._errors.note(NO_ZONE_NOTE)
         raw_messages = _first(obj, ("messages",), ("request", "messages"), ("body", "messages"))
@@ -582,14 +592,16 @@ class MooncakeReader:
     def __init__(self, errors: ErrorLog, block_tokens: int):
         self._errors = errors
         self._block_tokens = block_tokens
+        self._now = now_us()
 
     def parse(self, obj: dict, line: int) -> TraceRequest:
         if "timestamp" not in obj:
             raise LineError("no timestamp")
-        t_us = ms_to_us(obj["timestamp"])
+        t_us = check_plausible(ms_to_us(obj["timestamp"]), obj["timestamp"], self._now, True)
         input_length = _token_count(obj.get("input_length"), "input_length")
         if input_length < 0:
             raise LineError("no input_length")
+        _plausible_prompt(input_length, obj.get("hash_ids"), self._block_tokens)
         hash_ids = _hash_ids(obj.get("hash_ids"))
         blocks = hash_ids.size
         # The last id holds input_length - B*(blocks-1) tokens, which must be 1..B.
@@ -611,6 +623,47 @@ class MooncakeReader:
             output_tokens=_token_count(obj.get("output_length"), "output_length"),
             hash_ids=hash_ids,
         )
+
+
+def max_blocks(block_tokens: int) -> int:
+    """The most hash_ids a trace line may have: MAX_PROMPT_TOKENS in blocks."""
+    return -(-MAX_PROMPT_TOKENS // block_tokens)
+
+
+def _plausible_prompt(input_length: int, hash_ids: object, block_tokens: int) -> None:
+    """A trace line's prompt must fit the longest context a model has (checked before
+    the ids are converted: 200,000 of them would be 12 TiB of KV cache recommended)."""
+    if input_length > MAX_PROMPT_TOKENS:
+        raise LineError(f"input_length {input_length:,} is more than any model's context "
+                        f"({MAX_PROMPT_TOKENS:,} tokens)")  # fmt: skip
+    if isinstance(hash_ids, list) and len(hash_ids) > max_blocks(block_tokens):
+        raise LineError(
+            f"{len(hash_ids):,} hash_ids are more blocks than any model's context holds "
+            f"({MAX_PROMPT_TOKENS:,} tokens = {max_blocks(block_tokens):,} blocks of "
+            f"{block_tokens})"
+        )
+
+
+def precheck_line(raw: bytes | bytearray, trace_block_tokens: int | None) -> None:
+    """Refuse a long line before parsing it when counting its bytes already shows it is
+    implausible (parsing is what costs the memory): more than MAX_MESSAGES messages, or,
+    in a trace (trace_block_tokens: its block size), more hash_ids than max_blocks.
+    Counts are upper bounds (a \"role\" key or a comma per item), so nothing valid is
+    refused."""
+    if len(raw) <= PRECHECK_BYTES:
+        return
+    messages = raw.count(b'"role"')
+    if messages > MAX_MESSAGES:
+        raise LineError(f"about {messages:,} messages in one request, more than "
+                        f"{MAX_MESSAGES:,}; not read")  # fmt: skip
+    if trace_block_tokens is not None:
+        items = raw.count(b",") + 1
+        if items > max_blocks(trace_block_tokens) + 16:  # (room for the other fields)
+            raise LineError(
+                f"about {items:,} hash_ids, more blocks than any model's context holds "
+                f"({MAX_PROMPT_TOKENS:,} tokens = {max_blocks(trace_block_tokens):,} blocks "
+                f"of {trace_block_tokens}); not read"
+            )
 
 
 _KEY_MASK = (1 << 64) - 1

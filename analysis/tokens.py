@@ -12,6 +12,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -118,6 +119,38 @@ def load_encoding(name: str = "cl100k_base", bpe_dir: str | None = None) -> tikt
     )
 
 
+# Long texts are tokenized a piece at a time: tiktoken's memory (a Python list of ids, and
+# its BPE work on one long "word") grows faster than the text, to ~40 bytes a character.
+PIECE_CHARS = 1 << 16
+# A space after a non-space: every pre-tokenizer piece of cl100k_base and o200k_base that
+# holds such a space starts with it (the space may prefix a word or punctuation) or is
+# all whitespace, so no piece spans the cut and the tokens are exactly those of the whole
+# text. (Python's \S excludes a superset of the whitespace tiktoken's \s matches.)
+_CUT = re.compile(r"\S ")
+
+
+def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray, int]:
+    """(tokens of `text`, cuts that were not exact). Pieces of PIECE_CHARS to twice that,
+    cut at a space after a non-space: exactly encode_ordinary(text). A stretch of
+    PIECE_CHARS characters with no such space (no prose has one) is cut where it is; the
+    count may then differ from the whole text's by a token or two at each such cut."""
+    if len(text) <= 2 * PIECE_CHARS:
+        return np.asarray(encoding.encode_ordinary(text), dtype=np.uint32), 0
+    parts: list[np.ndarray] = []
+    start, inexact = 0, 0
+    while len(text) - start > 2 * PIECE_CHARS:
+        found = _CUT.search(text, start + PIECE_CHARS, start + 2 * PIECE_CHARS)
+        if found is None:
+            cut = start + PIECE_CHARS
+            inexact += 1
+        else:
+            cut = found.start() + 1  # at the space: it begins the next piece
+        parts.append(np.asarray(encoding.encode_ordinary(text[start:cut]), dtype=np.uint32))
+        start = cut
+    parts.append(np.asarray(encoding.encode_ordinary(text[start:]), dtype=np.uint32))
+    return np.concatenate(parts), inexact
+
+
 class SegmentTokenizer:
     """Token ids per distinct text, computed once (a document repeated 10,000 times is
     tokenized once). Held in memory only for the ingest: token ids are content."""
@@ -126,12 +159,15 @@ class SegmentTokenizer:
         self._encoding = encoding
         self._texts: dict[bytes, np.ndarray] = {}
         self._roles: dict[str, np.ndarray] = {}
+        self.inexact_texts = 0  # texts cut inside a long run without a space
         self.newline = self._encode("\n")
         self.distinct_tokens = 0  # tokens actually run through the tokenizer
         self.distinct_texts = 0
 
     def _encode(self, text: str) -> np.ndarray:
-        return np.asarray(self._encoding.encode_ordinary(text), dtype=np.uint32)
+        tokens, inexact = encode_in_pieces(self._encoding, text)
+        self.inexact_texts += inexact > 0
+        return tokens
 
     def text(self, digest: bytes, text: str) -> np.ndarray:
         """Tokens of `text`, memoised by its (keyed) digest."""

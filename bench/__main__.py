@@ -316,6 +316,70 @@ def bench_ingest_once(args) -> None:
             stream.save(Path(args.out) / f"b{size}")
 
 
+# --- one line at the length limit: peak memory of the task that reads it --------------
+LONG_KINDS = ("letters", "tokens", "messages", "hash_ids")
+
+
+def long_line(kind: str, size: int) -> bytes:
+    """The worst line of about `size` bytes of each kind (then a newline):
+    letters  - one message of random letters, no space (one 'word' for the tokenizer);
+    tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give;
+    messages - as many one-character messages as fit (the most Python objects);
+    hash_ids - a Mooncake line of as many small distinct hash ids as fit."""
+    rng = np.random.default_rng(1)
+    if kind == "hash_ids":
+        head, tail = b'{"timestamp":0,"input_length":1,"output_length":1,"hash_ids":[', b"]}"
+        ids = np.arange(1000, 1000 + size // 5, dtype=np.int64)  # "1000," is 5 bytes
+        body = b",".join(str(i).encode() for i in ids.tolist())[: size - len(head) - 2]
+        return head + body[: body.rfind(b",")] + tail + b"\n"
+    head = b'{"timestamp":1700000000,"messages":['
+    if kind == "messages":
+        one = b'{"role":"user","content":"a"},'
+        body = one * ((size - len(head)) // len(one))
+        return head + body[:-1] + b"]}\n"
+    start, end = b'{"role":"user","content":"', b'"}]}'
+    room = size - len(head) - len(start) - len(end) - 1
+    if kind == "letters":
+        text = (rng.integers(0, 52, room, dtype=np.uint8) + 65).astype(np.uint8)
+        text[text > 90] += 6  # A-Z then a-z
+        return head + start + text.tobytes() + end + b"\n"
+    return head + start + b"1 " * (room // 2) + end + b"\n"
+
+
+def bench_longline(args) -> None:
+    from analysis.readers import ReadLimits
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    limit = args.limit or ReadLimits().max_line_bytes
+    print(f"longline: one line of each kind just under the line limit ({limit:,} bytes), "
+          "ingested whole by a child process as the console's task runs it")  # fmt: skip
+    for kind in args.kinds.split(","):
+        log = work / f"long-{kind}-{limit}.jsonl"
+        if not log.exists():
+            log.write_bytes(long_line(kind, limit - 64))
+        out = work / f"store-long-{kind}"
+        cmd = [sys.executable, "-m", "bench", "longline-once", str(log), str(out), str(limit)]
+        wall, rss, code = run_process(cmd)
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"  {kind:9s} {log.stat().st_size / 2**20:6.1f} MiB line: {wall:6.2f} s, "
+              f"peak RSS {rss:6.0f} MB, exit {code}")  # fmt: skip
+
+
+def bench_longline_once(args) -> None:
+    """A child of `longline`: ingest the file; print the outcome (an error is fine)."""
+    from analysis import IngestOptions, UnusableInput, ingest_to_folders
+    from analysis.readers import ReadLimits
+
+    options = IngestOptions(hash_key=b"bench-secret-0123456789",
+                            limits=ReadLimits(max_line_bytes=int(args.limit)))  # fmt: skip
+    try:
+        ingest_to_folders([args.log], options, args.out)
+        print("ingested")
+    except UnusableInput as exc:
+        print(f"refused: {str(exc)[:200]}")
+
+
 # --- parallel ingest: parts in worker processes, merged --------------------------------
 def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str):
     from analysis import IngestOptions, ingest_streams
@@ -399,6 +463,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("log")
     p.add_argument("out")
     p.add_argument("mode", choices=("spilled", "in-memory"))
+    p = sub.add_parser("longline", help="peak RSS of one line at the line-length limit")
+    p.add_argument("--kinds", default=",".join(LONG_KINDS))
+    p.add_argument("--limit", type=int, default=None, help="line limit (default: the engine's)")
+    p.add_argument("--workdir")
+    p = sub.add_parser("longline-once")
+    p.add_argument("log")
+    p.add_argument("out")
+    p.add_argument("limit")
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -419,8 +491,10 @@ def main(argv: list[str] | None = None) -> None:
         "workers": bench_workers,
         "load": bench_load,
         "ingest-once": bench_ingest_once,
+        "longline": bench_longline,
+        "longline-once": bench_longline_once,
     }
-    if args.what != "ingest-once":
+    if args.what not in ("ingest-once", "longline-once"):
         print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
     benches[args.what](args)
 
