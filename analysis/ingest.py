@@ -142,13 +142,34 @@ class PrefixChain:
 
     def _extend(self, state: int, seg: int, piece: tuple[np.ndarray, ...]) -> int:
         _, leftover, last = self._states[state]
-        tokens = np.concatenate((leftover, *piece))
-        keys = self._hasher.block_keys(tokens, self.block_tokens, salt=last)
-        full = keys.size * self.block_tokens
+        b = self.block_tokens
+        header, text, newline = piece
+        lead = np.concatenate((leftover, header))
+        # the text's full blocks are hashed in place, not copied into one prompt array
+        # (a long text's tokens would be held twice); the chain continues across the
+        # three parts, so the keys are those of hashing the concatenation
+        cut = min(text.size, -lead.size % b)
+        cut += (text.size - cut) // b * b
+        if cut <= -lead.size % b:  # a short text: one small concatenation, as ever
+            parts = [np.concatenate((lead, text, newline))]
+        else:
+            first = -lead.size % b
+            parts = [np.concatenate((lead, text[:first])), text[first:cut],
+                     np.concatenate((text[cut:], newline))]  # fmt: skip
+        found = []
+        for part in parts[:-1]:  # multiples of b: nothing left over
+            keys = self._hasher.block_keys(part, b, salt=last)
+            if keys.size:
+                last = int(keys[-1]).to_bytes(8, "little")
+                found.append(keys)
+        tail = parts[-1]
+        keys = self._hasher.block_keys(tail, b, salt=last)
         if keys.size:
             last = int(keys[-1]).to_bytes(8, "little")
+            found.append(keys)
+        all_keys = found[0] if len(found) == 1 else np.concatenate(found or [keys])
         new = len(self._states)
-        self._states.append((keys, tokens[full:].copy(), last))
+        self._states.append((all_keys, tail[keys.size * b :].copy(), last))
         self._ids[(state, seg)] = new
         return new
 
@@ -668,8 +689,10 @@ def _read(
         # too, and through a file of blank lines (where no line is ever handed out)
         log_file.on_chunk = lambda f=log_file, before=done_bytes: report(before + f.bytes_read())
         whole = byte_range is None
+        # closed on every way out: an error raised mid-file must not leave the file open
+        gen = log_file.lines()
         try:
-            lines: Iterator[tuple[int, bytes | bytearray | LineError]] = log_file.lines()
+            lines: Iterator[tuple[int, bytes | bytearray | LineError]] = gen
             if (
                 whole
                 and options.format != "chat"
@@ -677,22 +700,22 @@ def _read(
             ):
                 # the lines up to the first request tell whether this is a trace; the
                 # line path goes on from them (one pass over a file of blank lines)
-                head, first = _head(lines)
+                head, first = _head(gen, builder, options)
                 if first is not None:
                     _same_format(formats, file_index, names, first)
                 fast = _fast_trace(log_file, first, builder, options, spill)
                 if fast is not None:
-                    lines.close()
+                    gen.close()
                     builder, cols = fast
                     builder.add_trace_columns(cols, file_index)
                     done_bytes += log_file.size
                     report(done_bytes)
                     continue
                 if first is not None and detect_format_or_none(first) == "mooncake":
-                    lines.close()  # a trace Arrow refused: read it again, line by line
-                    lines = log_file.lines()
+                    gen.close()  # a trace Arrow refused: read it again, line by line
+                    lines = gen = log_file.lines()
                 else:
-                    lines = chain(head, lines)
+                    lines = chain(head, gen)
             for line_no, raw in lines:
                 try:
                     if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
@@ -715,6 +738,8 @@ def _read(
                     log.skip(line_no, str(exc), names[file_index] if multi else None)
         except BlankLineLimit as exc:
             raise TooManyBadLines(str(exc), log.errors, log.skipped_lines) from None
+        finally:
+            gen.close()
         if log_file.truncated is not None:
             line_no, reason = log_file.truncated
             log.skip(line_no, reason, names[file_index] if multi else None)
@@ -778,12 +803,19 @@ _HEAD_LINES = 1000  # lines with content looked at for a first request (the fast
 
 def _head(
     lines: Iterator[tuple[int, bytes | bytearray | LineError]],
+    builder: StreamBuilder | None,
+    options: IngestOptions,
 ) -> tuple[list[tuple[int, bytes | bytearray | LineError]], dict | None]:
     """The lines up to and including the first that decodes, and its object (None if
-    none did among the first _HEAD_LINES)."""
+    none did among the first _HEAD_LINES). A line precheck_line refuses is not parsed."""
     head = []
     for number, raw in lines:
         head.append((number, raw))
+        if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
+            try:
+                precheck_line(raw, _trace_block_tokens(builder, options, raw))
+            except LineError:
+                continue
         obj = _try_decode(raw)
         if obj is not None:
             return head, obj

@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import importlib.util
 import re
+from array import array
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -127,6 +128,7 @@ PIECE_CHARS = 1 << 16
 # all whitespace, so no piece spans the cut and the tokens are exactly those of the whole
 # text. (Python's \S excludes a superset of the whitespace tiktoken's \s matches.)
 _CUT = re.compile(r"\S ")
+assert array("I").itemsize == 4  # token ids are uint32
 
 
 def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray, int]:
@@ -136,7 +138,8 @@ def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray
     count may then differ from the whole text's by a token or two at each such cut."""
     if len(text) <= 2 * PIECE_CHARS:
         return np.asarray(encoding.encode_ordinary(text), dtype=np.uint32), 0
-    parts: list[np.ndarray] = []
+    # one growing buffer (realloc'd in place, ~1.1x), not pieces and then their copy (2x)
+    out = array("I")
     start, inexact = 0, 0
     while len(text) - start > 2 * PIECE_CHARS:
         found = _CUT.search(text, start + PIECE_CHARS, start + 2 * PIECE_CHARS)
@@ -145,10 +148,10 @@ def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray
             inexact += 1
         else:
             cut = found.start() + 1  # at the space: it begins the next piece
-        parts.append(np.asarray(encoding.encode_ordinary(text[start:cut]), dtype=np.uint32))
+        out.extend(encoding.encode_ordinary(text[start:cut]))
         start = cut
-    parts.append(np.asarray(encoding.encode_ordinary(text[start:]), dtype=np.uint32))
-    return np.concatenate(parts), inexact
+    out.extend(encoding.encode_ordinary(text[start:]))
+    return np.frombuffer(out, dtype=np.uint32), inexact
 
 
 class SegmentTokenizer:

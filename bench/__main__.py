@@ -29,6 +29,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def vm_hwm_kib() -> int:
+    """This process's peak resident memory (KiB) since its exec, from /proc."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
+
+
 REPEAT = 3  # whole-process timings: the best of this many runs (shared VMs are noisy)
 
 
@@ -317,37 +323,9 @@ def bench_ingest_once(args) -> None:
 
 
 # --- one line at the length limit: peak memory of the task that reads it --------------
-LONG_KINDS = ("letters", "tokens", "messages", "hash_ids")
-
-
-def long_line(kind: str, size: int) -> bytes:
-    """The worst line of about `size` bytes of each kind (then a newline):
-    letters  - one message of random letters, no space (one 'word' for the tokenizer);
-    tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give;
-    messages - as many one-character messages as fit (the most Python objects);
-    hash_ids - a Mooncake line of as many small distinct hash ids as fit."""
-    rng = np.random.default_rng(1)
-    if kind == "hash_ids":
-        head, tail = b'{"timestamp":0,"input_length":1,"output_length":1,"hash_ids":[', b"]}"
-        ids = np.arange(1000, 1000 + size // 5, dtype=np.int64)  # "1000," is 5 bytes
-        body = b",".join(str(i).encode() for i in ids.tolist())[: size - len(head) - 2]
-        return head + body[: body.rfind(b",")] + tail + b"\n"
-    head = b'{"timestamp":1700000000,"messages":['
-    if kind == "messages":
-        one = b'{"role":"user","content":"a"},'
-        body = one * ((size - len(head)) // len(one))
-        return head + body[:-1] + b"]}\n"
-    start, end = b'{"role":"user","content":"', b'"}]}'
-    room = size - len(head) - len(start) - len(end) - 1
-    if kind == "letters":
-        text = (rng.integers(0, 52, room, dtype=np.uint8) + 65).astype(np.uint8)
-        text[text > 90] += 6  # A-Z then a-z
-        return head + start + text.tobytes() + end + b"\n"
-    return head + start + b"1 " * (room // 2) + end + b"\n"
-
-
 def bench_longline(args) -> None:
     from analysis.readers import ReadLimits
+    from bench.generate import long_line
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -360,10 +338,13 @@ def bench_longline(args) -> None:
             log.write_bytes(long_line(kind, limit - 64))
         out = work / f"store-long-{kind}"
         cmd = [sys.executable, "-m", "bench", "longline-once", str(log), str(out), str(limit)]
-        wall, rss, code = run_process(cmd)
+        wall, _, code = run_process(cmd)
+        # the child's own high-water mark: wait4's ru_maxrss also counts the parent's
+        # memory at fork (Linux keeps the pre-exec peak), here the generated line's
+        hwm, outcome = (out.parent / f"{out.name}.txt").read_text().split(" ", 1)
         shutil.rmtree(out, ignore_errors=True)
         print(f"  {kind:9s} {log.stat().st_size / 2**20:6.1f} MiB line: {wall:6.2f} s, "
-              f"peak RSS {rss:6.0f} MB, exit {code}")  # fmt: skip
+              f"peak RSS {int(hwm) / 1024:6.0f} MB, exit {code}: {outcome}")  # fmt: skip
 
 
 def bench_longline_once(args) -> None:
@@ -375,9 +356,10 @@ def bench_longline_once(args) -> None:
                             limits=ReadLimits(max_line_bytes=int(args.limit)))  # fmt: skip
     try:
         ingest_to_folders([args.log], options, args.out)
-        print("ingested")
+        outcome = "ingested"
     except UnusableInput as exc:
-        print(f"refused: {str(exc)[:200]}")
+        outcome = f"refused ({str(exc)[:160]})"
+    Path(f"{args.out}.txt").write_text(f"{vm_hwm_kib()} {outcome}")
 
 
 # --- parallel ingest: parts in worker processes, merged --------------------------------
@@ -464,7 +446,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("out")
     p.add_argument("mode", choices=("spilled", "in-memory"))
     p = sub.add_parser("longline", help="peak RSS of one line at the line-length limit")
-    p.add_argument("--kinds", default=",".join(LONG_KINDS))
+    p.add_argument("--kinds", default="letters,tokens,messages,hash_ids")
     p.add_argument("--limit", type=int, default=None, help="line limit (default: the engine's)")
     p.add_argument("--workdir")
     p = sub.add_parser("longline-once")
