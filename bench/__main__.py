@@ -1,4 +1,4 @@
-"""kvscope benchmarks: python -m bench {mrc,trace,chat} [options]
+"""kvscope benchmarks: python -m bench {mrc,trace,chat,longline,blanklines,...} [options]
 
 Each benchmark generates its input deterministically, runs the real code paths, and prints
 wall time, throughput and peak RSS. Whole-process figures come from os.wait4 on a child
@@ -362,6 +362,53 @@ def bench_longline_once(args) -> None:
     Path(f"{args.out}.txt").write_text(f"{vm_hwm_kib()} {outcome}")
 
 
+# --- a gzip of nothing but newlines: time proportional to bytes, progress from the start
+def bench_blanklines(args) -> None:
+    import zlib
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / f"newlines-{args.mib}MiB.jsonl.gz"
+    if not log.exists():
+        z, block = zlib.compressobj(6, zlib.DEFLATED, 31), b"\n" * (1 << 20)
+        with open(log, "wb") as out:
+            for _ in range(args.mib):
+                out.write(z.compress(block))
+            out.write(z.flush())
+    print(f"blanklines: {args.mib:,} MiB of newlines, gzip {log.stat().st_size / 1e6:.1f} MB")
+    for mode in ("default", "no-budget"):
+        out = work / f"store-blank-{mode}"
+        wall, _, code = run_process([sys.executable, "-m", "bench", "blanklines-once", str(log),
+                                     str(out), mode])  # fmt: skip
+        report = (out.parent / f"{out.name}.txt").read_text()
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"  {mode:9s}: {wall:6.2f} s whole process, exit {code}; {report}")
+
+
+def bench_blanklines_once(args) -> None:
+    from analysis import IngestOptions, UnusableInput, ingest_to_folders
+    from analysis.readers import ReadLimits
+
+    limits = ReadLimits() if args.mode == "default" else ReadLimits(
+        max_inflate_ratio=10**9, max_inflated_bytes=1 << 50, max_blank_lines=None)  # fmt: skip
+    calls = []
+    start = time.perf_counter()
+    try:
+        ingest_to_folders([args.log], IngestOptions(hash_key=b"bench-secret-0123456789",
+                          limits=limits), args.out, progress=calls.append)  # fmt: skip
+        outcome = "ingested"
+    except UnusableInput as exc:
+        outcome = str(exc)[:150]
+    took = time.perf_counter() - start
+    first = next((p for p in calls if p.done > 0), None)
+    Path(f"{args.out}.txt").write_text(
+        f"ingest {took:.2f} s, peak RSS {vm_hwm_kib() / 1024:.0f} MB; {len(calls):,} progress "
+        f"reports, the first with bytes > 0 at {first.done if first else 0:,} of "
+        f"{calls[-1].total if calls else 0:,} (requests {first.requests if first else 0}); "
+        f"-> {outcome}"
+    )
+
+
 # --- parallel ingest: parts in worker processes, merged --------------------------------
 def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str):
     from analysis import IngestOptions, ingest_streams
@@ -453,6 +500,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("log")
     p.add_argument("out")
     p.add_argument("limit")
+    p = sub.add_parser("blanklines", help="a gzip of newlines: time and progress")
+    p.add_argument("--mib", type=int, default=1024)
+    p.add_argument("--workdir")
+    p = sub.add_parser("blanklines-once")
+    p.add_argument("log")
+    p.add_argument("out")
+    p.add_argument("mode", choices=("default", "no-budget"))
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -475,8 +529,10 @@ def main(argv: list[str] | None = None) -> None:
         "ingest-once": bench_ingest_once,
         "longline": bench_longline,
         "longline-once": bench_longline_once,
+        "blanklines": bench_blanklines,
+        "blanklines-once": bench_blanklines_once,
     }
-    if args.what not in ("ingest-once", "longline-once"):
+    if not args.what.endswith("-once"):
         print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
     benches[args.what](args)
 
