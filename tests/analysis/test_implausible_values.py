@@ -73,7 +73,8 @@ def _trace(t, n_ids=2, **extra) -> dict:
 
 
 def test_implausible_trace_lines_are_named_and_the_fast_path_steps_aside(tmp_path):
-    rows = [_trace(0), _trace(-1), _trace(250_000_000_000_000), _trace(2000, n_ids=30_000, input_length=10),
+    rows = [_trace(0), _trace(-1), _trace(250_000_000_000_000),
+            _trace(2000, n_ids=30_000, input_length=10),
             _trace(3000, input_length=20_000_000), _trace(4000)]  # fmt: skip
     log = _write(tmp_path / "trace.jsonl", rows)
     assert read_trace(log, 512) is None  # the line reader names each line
