@@ -3,6 +3,7 @@ hashing, streamed line by line; progress reported through a callback."""
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -765,24 +766,36 @@ def _read(
 
 
 def _note_span(builder: StreamBuilder, log: ErrorLog, names: list[str]) -> None:
-    """A note when the requests span more than a year: a few lines with a wrong unit, a
-    wrong clock or a placeholder (0, year 9999) stretch every time-based figure."""
-    t = _np(builder._t, np.int64, copy=False)
+    note = _span_note(_np(builder._t, np.int64, copy=False),
+                      _np(builder._line, np.int64, copy=False),
+                      _np(builder._file, np.int16, copy=False), names)  # fmt: skip
+    if note:
+        log.note(note)
+
+
+_SPAN_NOTE = "the requests span "
+
+
+def _span_note(t: np.ndarray, lines: np.ndarray, files: np.ndarray, names: list[str]) -> str:
+    """A note when the requests span more than a year ("" if not): a few lines with a
+    wrong unit, a wrong clock or a placeholder (0, year 9999) stretch every time-based
+    figure."""
     if t.size < 2:
-        return
+        return ""
     first, last = int(t.argmin()), int(t.argmax())
     span = int(t[last] - t[first])
     if span <= MAX_PLAUSIBLE_SPAN_US:
-        return
-    lines = _np(builder._line, np.int64, copy=False)
-    files = _np(builder._file, np.int16, copy=False)
+        return ""
 
     def where(i: int) -> str:
         return (f"{names[int(files[i])]} " if len(names) > 1 else "") + f"line {int(lines[i])}"
 
-    log.note(f"the requests span {span / 86_400e6:,.0f} days (the earliest on {where(first)}, "
-             f"the latest on {where(last)}): timestamps this far apart usually mean a wrong "
-             "unit, clock or placeholder (such as 0); check them")  # fmt: skip
+    return (f"{_SPAN_NOTE}{span / 86_400e6:,.0f} days (the earliest on {where(first)}, the "
+            f"latest on {where(last)}): timestamps this far apart usually mean a wrong unit, "
+            "clock or placeholder (such as 0); check them")  # fmt: skip
+
+
+_BLANK_NOTE = re.compile(r"^([\d,]+) blank lines were ignored$")
 
 
 def _trace_block_tokens(
@@ -961,8 +974,16 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
         occ_req_sorted = rank[occ[0]]
         occ_order = np.argsort(occ_req_sorted, kind="stable")
         occ = (occ_req_sorted[occ_order], occ[1][occ_order], occ[2][occ_order])
-    # requests out of order are counted against the file's own order, as one pass counts them
-    notes = [n for n in notes if "out of time order" not in n]
+    # requests out of order are counted against the file's own order, as one pass counts them;
+    # blank lines and the span are the whole log's too
+    blank = sum(int(m[1].replace(",", "")) for p in parts for n in p.notes
+                if (m := _BLANK_NOTE.match(n)))  # fmt: skip
+    notes = [n for n in notes if "out of time order" not in n and not _BLANK_NOTE.match(n)
+             and not n.startswith(_SPAN_NOTE)]  # fmt: skip
+    if blank:
+        notes.append(f"{blank:,} blank lines were ignored")
+    if span := _span_note(cat["t"], cat["line"], cat["file"], first.files):
+        notes.append(span)
     in_file = cat["t"][np.argsort(cat["line"], kind="stable")]
     file_order = np.argsort(in_file, kind="stable")
     moved = int(np.count_nonzero(file_order != np.arange(file_order.size)))
@@ -1002,7 +1023,9 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
     )
 
 
-def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> BlockStream:
+def ingest_in_parts(
+    path: str | Path, options: IngestOptions, parts: int, name: str | None = None
+) -> BlockStream:
     """The single-process form of parallel ingest: split one plain log into line-aligned
     byte ranges, ingest each on its own, merge. (Celery runs the same pieces as a chord.)
     A part with no usable line contributes its errors only."""
@@ -1010,8 +1033,9 @@ def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> Blo
     skipped: list[UnusableInput] = []
     for byte_range in split_lines(path, parts):
         try:
-            streams.append(next(iter(ingest_streams([path], options, byte_range=byte_range)
-                                     .values())))  # fmt: skip
+            streams.append(next(iter(ingest_streams(
+                [path], options, byte_range=byte_range, names=[name] if name else None
+            ).values())))  # fmt: skip
         except UnusableInput as exc:
             skipped.append(exc)
     return merge_parts(streams, skipped, options.max_bad_lines)

@@ -215,3 +215,19 @@ def test_an_upload_of_different_formats_says_so_naming_both_files(tmp_path):
         with pytest.raises(UnusableInput) as raised:
             ingest(paths, IngestOptions(hash_key=KEY), names=names)
         assert str(raised.value) == message
+
+
+def test_a_split_ingest_says_what_one_pass_says_about_blanks_and_the_span(tmp_path):
+    rows = [_chat(i) for i in range(1, 301)]
+    rows[150]["timestamp"] = 0  # a placeholder time, in the second part
+    log = tmp_path / "spaced.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" + b"\n" * (i % 3) for i, r in enumerate(rows)))
+    whole = ingest([log], IngestOptions(hash_key=KEY), names=["mine.jsonl"])
+    parts = ingest_in_parts(log, IngestOptions(hash_key=KEY), 3, name="mine.jsonl")
+    assert whole.notes[:2] == [
+        "300 blank lines were ignored",
+        "the requests span 19,676 days (the earliest on line 301, the latest on line 598): "
+        "timestamps this far apart usually mean a wrong unit, clock or placeholder (such as "
+        "0); check them",
+    ]
+    assert parts.notes == whole.notes and parts.files == ["mine.jsonl"]
