@@ -18,12 +18,14 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    MAX_PROMPT_TOKENS,
     PRECHECK_BYTES,
     BlankLineLimit,
     ByteRange,
     ChatReader,
     ChatRequest,
     LogFile,
+    Message,
     MooncakeReader,
     Reader,
     ReadLimits,
@@ -313,13 +315,14 @@ class StreamBuilder:
         self._spill_if_full()
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
+        """Tokenize, then record. A prompt longer than any model's context raises
+        LineError before anything is recorded (the line is skipped, nothing half-added)."""
         tokenizer = self._tokenizer
         assert tokenizer is not None
-        index = self._add_request(request, file_index)
-        pieces: list[np.ndarray] = []
-        segments: list[int] = []
-        offset = 0
         seen = self._seen
+        # (message, memo key, digest, memo entry or None, its tokens)
+        found: list[tuple[Message, tuple[str, str | bytes], bytes, tuple | None, np.ndarray]] = []
+        total = 0
         for message in request.messages:
             text = message.text
             # a long text is remembered by its digest: the memo must not keep the text
@@ -327,17 +330,31 @@ class StreamBuilder:
                 (message.role, text) if len(text) <= _SEEN_BY_TEXT else None
             )
             known = seen.get(key) if key is not None else None
+            digest = b""
             if known is None:
                 digest = self._hasher.text_digest(text)
                 if key is None:
                     key = (message.role, digest)
                     known = seen.get(key)
+            text_tokens = known[1] if known is not None else tokenizer.text(digest, text)
+            assert key is not None
+            found.append((message, key, digest, known, text_tokens))
+            total += tokenizer.role_header(message.role).size + text_tokens.size
+            total += tokenizer.newline.size
+        if total > MAX_PROMPT_TOKENS:
+            raise LineError(f"the prompt is {total:,} tokens, more than any model's context "
+                            f"({MAX_PROMPT_TOKENS:,})")  # fmt: skip
+        index = self._add_request(request, file_index)
+        pieces: list[tuple[np.ndarray, ...]] = []
+        segments: list[int] = []
+        offset = 0
+        for message, key, digest, known, text_tokens in found:
+            known = known or seen.get(key)  # (an earlier message of this request added it)
             if known is None:
-                text_tokens = tokenizer.text(digest, text)
                 seg = self._segment(message.role, digest, text_tokens.size, message)
                 seen[key] = (seg, text_tokens)
             else:
-                seg, text_tokens = known
+                seg = known[0]
                 if message.is_document or message.label:
                     self._note_document(seg, message)
             header = tokenizer.role_header(message.role)

@@ -107,3 +107,15 @@ def test_a_real_mooncake_trace_with_relative_times_reads_clean():
     stream = ingest([SHARED_TRACE], IngestOptions(hash_key=KEY))
     assert stream.requests == 3993 and not stream.errors and stream.notes == []
     assert stream.req_t_us[0] == 0
+
+
+def test_a_chat_prompt_past_any_context_is_a_line_error_and_adds_nothing(tmp_path):
+    text = "1 " * 500_000  # one token a byte: 1,000,000 tokens
+    huge = {"timestamp": 1_700_000_001, "messages": [{"role": "user", "content": text}] * 11}
+    small = [{"timestamp": 1_700_000_000 + 2 * i, "messages": MSG} for i in range(2)]
+    log = _write(tmp_path / "chat.jsonl", [small[0], huge, small[1]])
+    stream = ingest([log], IngestOptions(hash_key=KEY))
+    assert stream.req_line.tolist() == [1, 3] and stream.seg_tokens.tolist() == [1]
+    assert _reasons(stream) == {
+        2: "the prompt is 11,000,033 tokens, more than any model's context (10,000,000)"
+    }
