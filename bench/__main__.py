@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("out")
     p.add_argument("mode", choices=("spilled", "in-memory"))
     p = sub.add_parser("longline", help="peak RSS of one line at the line-length limit")
-    p.add_argument("--kinds", default="letters,tokens,messages,hash_ids")
+    p.add_argument("--kinds", default="letters,tokens,prose,messages,hash_ids")
     p.add_argument("--limit", type=int, default=None, help="line limit (default: the engine's)")
     p.add_argument("--workdir")
     p = sub.add_parser("longline-once")

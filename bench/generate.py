@@ -142,7 +142,9 @@ def mooncake_requests(
 def long_line(kind: str, size: int) -> bytes:
     """The worst line of about `size` bytes of each kind (then a newline):
     letters  - one message of random letters, no space (one 'word' for the tokenizer);
-    tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give;
+    tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give (past the
+               10 M-token context: refused once tokenized);
+    prose    - ordinary words up to just under 10 M tokens: the largest prompt accepted;
     messages - MAX_MESSAGES distinct messages filling the line (more are refused unread);
     hash_ids - a Mooncake line of as many small distinct hash ids as fit (refused unread
                past a context's worth of blocks)."""
@@ -167,6 +169,18 @@ def long_line(kind: str, size: int) -> bytes:
         text = (rng.integers(0, 52, room, dtype=np.uint8) + 65).astype(np.uint8)
         text[text > 90] += 6  # A-Z then a-z
         return head + start + text.tobytes() + end + b"\n"
+    if kind == "prose":  # ordinary words, as many as fit, up to just under 10 M tokens
+        rnd = random.Random(1)
+        words = [w.encode() for w in _WORDS]
+        out, used, count = [], 0, 0
+        while count < 9_900_000:  # (each of these words is one token, its space included)
+            word = rnd.choice(words)
+            if used + len(word) + 1 > room:
+                break
+            out.append(word)
+            used += len(word) + 1
+            count += 1
+        return head + start + b" ".join(out) + end + b"\n"
     return head + start + b"1 " * (room // 2) + end + b"\n"
 
 
