@@ -837,18 +837,21 @@ def _head(
     options: IngestOptions,
 ) -> tuple[list[tuple[int, bytes | bytearray | LineError]], dict | None]:
     """The lines up to and including the first that decodes, and its object (None if
-    none did among the first _HEAD_LINES). A line precheck_line refuses is not parsed."""
-    head = []
+    none did among the first _HEAD_LINES). A line precheck_line refuses is not parsed;
+    a bad line is kept as its error, not its bytes (a thousand 60 MB lines of garbage
+    must not be held at once)."""
+    head: list[tuple[int, bytes | bytearray | LineError]] = []
     for number, raw in lines:
-        head.append((number, raw))
-        if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
-            try:
+        try:
+            if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
                 precheck_line(raw, _trace_block_tokens(builder, options, raw))
-            except LineError:
-                continue
-        obj = _try_decode(raw)
-        if obj is not None:
-            return head, obj
+            obj = decode_line(raw)
+        except LineError as exc:
+            head.append((number, exc))
+        else:
+            head.append((number, raw))
+            if obj is not None:
+                return head, obj
         if len(head) >= _HEAD_LINES:
             break
     return head, None
@@ -888,13 +891,6 @@ def _same_format(formats: dict[int, str], index: int, names: list[str], first: d
             f"{_FORMAT_NAMES[other[1]]}, {names[index]} is {_FORMAT_NAMES[found]}; upload "
             "each kind on its own"
         )
-
-
-def _try_decode(raw: bytes) -> dict | None:
-    try:
-        return decode_line(raw)
-    except LineError:
-        return None
 
 
 def detect_format_or_none(obj: dict) -> str | None:

@@ -459,8 +459,8 @@ def _decode_long(data: bytes | bytearray | memoryview) -> object:
     byte of a long string (208 MB for a 16 MB one), json at 2. Same strictness where it
     matters: NaN and Infinity are refused; too-big integers are refused by the fields."""
     try:
-        return json.loads(bytes(data) if isinstance(data, memoryview) else data,
-                          parse_constant=_no_constants)  # fmt: skip
+        # decoded as UTF-8 here: json.loads(bytes) would guess UTF-16 or -32 from nulls
+        return json.loads(str(data, "utf-8"), parse_constant=_no_constants)
     except UnicodeDecodeError:
         raise LineError("not valid JSON (str is not valid UTF-8)") from None
     except ValueError as exc:  # JSONDecodeError, and _no_constants
