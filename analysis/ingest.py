@@ -336,7 +336,14 @@ class StreamBuilder:
                 if key is None:
                     key = (message.role, digest)
                     known = seen.get(key)
-            text_tokens = known[1] if known is not None else tokenizer.text(digest, text)
+            if known is not None:
+                text_tokens = known[1]
+            else:
+                text_tokens = tokenizer.text(digest, text, MAX_PROMPT_TOKENS)
+                if text_tokens.size > MAX_PROMPT_TOKENS:
+                    raise LineError(f"message {len(found)} alone is more than "
+                                    f"{MAX_PROMPT_TOKENS:,} tokens, more than any model's "
+                                    "context")  # fmt: skip
             assert key is not None
             found.append((message, key, digest, known, text_tokens))
             total += tokenizer.role_header(message.role).size + text_tokens.size

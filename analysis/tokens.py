@@ -131,11 +131,14 @@ _CUT = re.compile(r"\S ")
 assert array("I").itemsize == 4  # token ids are uint32
 
 
-def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray, int]:
+def encode_in_pieces(
+    encoding: tiktoken.Encoding, text: str, limit: int | None = None
+) -> tuple[np.ndarray, int]:
     """(tokens of `text`, cuts that were not exact). Pieces of PIECE_CHARS to twice that,
     cut at a space after a non-space: exactly encode_ordinary(text). A stretch of
     PIECE_CHARS characters with no such space (no prose has one) is cut where it is; the
-    count may then differ from the whole text's by a token or two at each such cut."""
+    count may then differ from the whole text's by a token or two at each such cut.
+    Past `limit` tokens it stops and returns what it has (more than `limit`)."""
     if len(text) <= 2 * PIECE_CHARS:
         return np.asarray(encoding.encode_ordinary(text), dtype=np.uint32), 0
     # one growing buffer (realloc'd in place, ~1.1x), not pieces and then their copy (2x)
@@ -150,6 +153,8 @@ def encode_in_pieces(encoding: tiktoken.Encoding, text: str) -> tuple[np.ndarray
             cut = found.start() + 1  # at the space: it begins the next piece
         out.extend(encoding.encode_ordinary(text[start:cut]))
         start = cut
+        if limit is not None and len(out) > limit:
+            return np.frombuffer(out, dtype=np.uint32), inexact
     out.extend(encoding.encode_ordinary(text[start:]))
     return np.frombuffer(out, dtype=np.uint32), inexact
 
@@ -168,15 +173,18 @@ class SegmentTokenizer:
         self.distinct_texts = 0
 
     def _encode(self, text: str) -> np.ndarray:
-        tokens, inexact = encode_in_pieces(self._encoding, text)
-        self.inexact_texts += inexact > 0
-        return tokens
+        return encode_in_pieces(self._encoding, text)[0]  # (short texts: role headers)
 
-    def text(self, digest: bytes, text: str) -> np.ndarray:
-        """Tokens of `text`, memoised by its (keyed) digest."""
+    def text(self, digest: bytes, text: str, limit: int | None = None) -> np.ndarray:
+        """Tokens of `text`, memoised by its (keyed) digest. Past `limit` tokens: tokens
+        of a first part only (more than `limit` of them), not memoised: time is not spent
+        on a text that cannot be used."""
         tokens = self._texts.get(digest)
         if tokens is None:
-            tokens = self._encode(text)
+            tokens, inexact = encode_in_pieces(self._encoding, text, limit)
+            if limit is not None and tokens.size > limit:
+                return tokens
+            self.inexact_texts += inexact > 0
             self._texts[digest] = tokens
             self.distinct_tokens += tokens.size
             self.distinct_texts += 1

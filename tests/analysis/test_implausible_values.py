@@ -119,3 +119,16 @@ def test_a_chat_prompt_past_any_context_is_a_line_error_and_adds_nothing(tmp_pat
     assert _reasons(stream) == {
         2: "the prompt is 11,000,033 tokens, more than any model's context (10,000,000)"
     }
+
+
+def test_a_message_past_any_context_is_refused_without_tokenizing_all_of_it(tmp_path):
+    text = "1 " * 5_100_000  # 10.2 M tokens in one message
+    big = [{"role": "user", "content": text}]
+    rows = [{"timestamp": 1_700_000_000, "messages": MSG},
+            {"timestamp": 1_700_000_001, "messages": big}]  # fmt: skip
+    stream = ingest([_write(tmp_path / "chat.jsonl", rows)], IngestOptions(hash_key=KEY))
+    assert stream.req_line.tolist() == [1]
+    assert _reasons(stream) == {
+        2: "message 0 alone is more than 10,000,000 tokens, more than any model's context"
+    }
+    assert stream.stats["tokens_tokenized"] == 1  # the refused text was not memoised
