@@ -145,7 +145,7 @@ def long_line(kind: str, size: int) -> bytes:
     tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give (past the
                10 M-token context: refused once tokenized);
     prose    - ordinary words up to just under 10 M tokens: the largest prompt accepted;
-    messages - MAX_MESSAGES distinct messages filling the line (more are refused unread);
+    messages - MAX_MESSAGES distinct messages of ~95 tokens (~57 MB; more are refused unread);
     hash_ids - a Mooncake line of as many small distinct hash ids as fit (refused unread
                past a context's worth of blocks)."""
     from analysis.readers import MAX_MESSAGES
@@ -160,7 +160,8 @@ def long_line(kind: str, size: int) -> bytes:
     if kind == "messages":  # as many messages as a line may hold, distinct, filling it
         count = MAX_MESSAGES
         room = (size - len(head) - 3) // count - len(b'{"role":"user","content":""},') - 8
-        words = b" ".join(b"cache block prefix token".split() * (room // 20 + 1))[:room]
+        # ~95 tokens a message, so the prompt stays under the 10 M-token context
+        words = b" ".join(b"cache block prefix token".split() * 23)[:room]
         body = b",".join(b'{"role":"user","content":"%d %s"}' % (i, words) for i in range(count))
         return head + body + b"]}\n"
     start, end = b'{"role":"user","content":"', b'"}]}'
