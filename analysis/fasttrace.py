@@ -72,6 +72,8 @@ class _NoBom(io.RawIOBase):
         self._held = b""  # bytes not handed out yet: maybe the start of "\n" + a mark
         self._first = True
         self._eof = False
+        self.newlines = 0  # in what was handed out: with the rows, tells of blank lines
+        self.last = b""  # the last byte handed out
 
     def readable(self) -> bool:
         return True
@@ -95,6 +97,9 @@ class _NoBom(io.RawIOBase):
             if out or self._eof:
                 break
         buffer[: len(out)] = out
+        if out:
+            self.newlines += out.count(b"\n")
+            self.last = out[-1:]
         return len(out)
 
     def close(self) -> None:
@@ -112,13 +117,12 @@ def read_trace(
     with open(path, "rb") as fh:
         head = fh.read(3)
     parts: list[TraceColumns] = []
+    # byte-order marks filtered out, newlines counted (closed with `source`, below)
     if head[:2] == GZIP_MAGIC:
-        source = pa.PythonFile(_NoBom(open_gzip(path, limits or ReadLimits(), name=name)), "r")
-    elif head == _BOM:  # marks on every line, most likely: filter them out
-        # (closed with `source`, in the finally below)
-        source = pa.PythonFile(_NoBom(open(path, "rb")), mode="r")  # noqa: SIM115
+        stream = _NoBom(open_gzip(path, limits or ReadLimits(), name=name))
     else:
-        source = pa.input_stream(str(path))
+        stream = _NoBom(open(path, "rb"))  # noqa: SIM115
+    source = pa.PythonFile(stream, mode="r")
     try:
         # batch by batch: the parse buffers of one block at a time, not of the whole file
         for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):
@@ -137,7 +141,13 @@ def read_trace(
         source.close()
         # numpy owns copies of all that is kept; hand Arrow's pooled memory back to the OS
         pa.default_memory_pool().release_unused()
-    return _joined(parts) if parts else None
+    if not parts:
+        return None
+    cols = _joined(parts)
+    # Arrow skips blank lines; rows are numbered as lines, so a file with any goes to the
+    # line reader, which numbers, counts and notes them
+    lines = stream.newlines + (stream.last not in (b"", b"\n"))
+    return cols if lines == cols.t_us.size else None
 
 
 def _joined(parts: list[TraceColumns]) -> TraceColumns:

@@ -231,3 +231,18 @@ def test_a_split_ingest_says_what_one_pass_says_about_blanks_and_the_span(tmp_pa
         "0); check them",
     ]
     assert parts.notes == whole.notes and parts.files == ["mine.jsonl"]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_trace_with_blank_lines_is_numbered_and_noted_as_the_line_reader_does(tmp_path, packed):
+    rows = [_trace(i) for i in range(1, 7)]
+    data = _lines(rows[0], rows[1]) + b"\n \n" + _lines(*rows[2:])[:-1]  # (no final newline)
+    log = tmp_path / "trace.jsonl"
+    log.write_bytes(gzip.compress(data) if packed else data)
+    assert read_trace(log, 512) is None  # Arrow would number rows 1..6, not lines
+    stream = ingest([log], IngestOptions(hash_key=KEY))
+    assert stream.req_line.tolist() == [1, 2, 5, 6, 7, 8] and not stream.errors
+    assert stream.notes == ["2 blank lines were ignored"]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(_lines(*rows)[:-1])
+    assert read_trace(clean, 512) is not None  # no final newline is not a blank line
