@@ -246,3 +246,16 @@ def test_a_trace_with_blank_lines_is_numbered_and_noted_as_the_line_reader_does(
     clean = tmp_path / "clean.jsonl"
     clean.write_bytes(_lines(*rows)[:-1])
     assert read_trace(clean, 512) is not None  # no final newline is not a blank line
+
+
+def test_long_garbage_before_the_first_request_is_named_line_by_line(tmp_path):
+    """The first lines are read once, to tell a trace from a chat log, and then handed on;
+    long bad lines among them are kept as their errors, never re-read."""
+    garbage = b"{" + b"x" * (2 << 20)  # past the 1 MiB precheck size, not JSON
+    log = tmp_path / "chat.jsonl"
+    log.write_bytes(_lines(garbage, b"\n", garbage, _chat(1), _chat(2)))
+    stream = ingest([log], IngestOptions(hash_key=KEY))
+    assert stream.req_line.tolist() == [5, 6]
+    assert [e["line"] for e in stream.errors] == [1, 4]
+    assert all(e["reason"].startswith("not valid JSON (") for e in stream.errors)
+    assert stream.notes == ["2 blank lines were ignored"]  # (the b"\n" item: lines 2 and 3)
