@@ -57,3 +57,19 @@ def test_errors_and_failures_name_the_files_as_uploaded(tmp_path):
         "pre-hashed (Mooncake) trace; upload each kind on its own"
     )
     assert not any(name in done.message for name in stored)
+
+
+def test_past_the_blank_line_budget_the_upload_fails_naming_the_file(tmp_path, settings):
+    settings.KVSCOPE_MAX_BLANK_LINES = 5  # (a real worker keeps its own: 1,000,000)
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        pytest.skip("the setting is read in the worker process")
+    log = tmp_path / "gaps.jsonl"
+    log.write_bytes(orjson.dumps(_chat(1)) + b"\n" * 8 + orjson.dumps(_chat(2)) + b"\n")
+    upload = upload_create(name="gaps", sources=[log])
+    done = wait_for(_finished(upload.pk))
+    assert done.status == JobStatus.FAILED
+    assert done.message == (
+        "gaps.jsonl: stopped at line 8: 7 blank (whitespace-only) lines against 1 with "
+        "content, past the budget of 5 more blank lines than lines with content; is this a "
+        "log?"
+    )
