@@ -8,9 +8,11 @@ never changes a result; it only skips Python work on clean files.
 
 from __future__ import annotations
 
+import io
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -18,14 +20,17 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from analysis.readers import (
+    _BOM,
     GZIP_MAGIC,
+    MAX_PROMPT_TOKENS,
     MAX_TOKENS,
     InflateLimit,
     ReadLimits,
     blocks_fit,
+    max_blocks,
     open_gzip,
 )
-from analysis.timestamps import _MAX_US
+from analysis.timestamps import _MAX_US, FUTURE_SLACK_US, now_us
 
 _SCHEMA = pa.schema(
     [
@@ -56,20 +61,69 @@ class TraceColumns:
     model: list[str]
 
 
+_LINE_BOM = b"\n" + _BOM
+
+
+class _NoBom(io.RawIOBase):
+    """A byte stream without the UTF-8 byte-order marks that start its lines (some tools
+    write one per line; Arrow's reader takes one at the start of the file only)."""
+
+    def __init__(self, raw: IO[bytes]):
+        self._raw = raw
+        self._held = b""  # bytes not handed out yet: maybe the start of "\n" + a mark
+        self._first = True
+        self._eof = False
+        self.newlines = 0  # in what was handed out: with the rows, tells of blank lines
+        self.last = b""  # the last byte handed out
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while True:
+            chunk = b"" if self._eof else self._raw.read(max(len(buffer), 1 << 16))
+            self._eof = not chunk
+            data = self._held + chunk
+            if self._first:
+                if len(data) < 3 and not self._eof:
+                    self._held = data
+                    continue
+                self._first = False
+                data = data[3:] if data.startswith(_BOM) else data
+            data = data.replace(_LINE_BOM, b"\n")
+            keep = 0 if self._eof else next(
+                (k for k in (3, 2, 1) if data.endswith(_LINE_BOM[:k])), 0)  # fmt: skip
+            keep = max(keep, len(data) - len(buffer))  # hand out no more than fits
+            out, self._held = data[: len(data) - keep], data[len(data) - keep :]
+            if out or self._eof:
+                break
+        buffer[: len(out)] = out
+        if out:
+            self.newlines += out.count(b"\n")
+            self.last = out[-1:]
+        return len(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def read_trace(
-    path: str | Path, block_tokens: int, limits: ReadLimits | None = None
+    path: str | Path, block_tokens: int, limits: ReadLimits | None = None, name: str | None = None
 ) -> TraceColumns | None:
     """The whole trace, or None when the line-by-line reader must decide. A gzip trace is
-    decompressed under the inflate limits (InflateLimit propagates)."""
+    decompressed under the inflate limits (InflateLimit propagates); `name` is the file's
+    name as the user knows it."""
     path = Path(path)
     with open(path, "rb") as fh:
-        gz = fh.read(2) == GZIP_MAGIC
+        head = fh.read(3)
     parts: list[TraceColumns] = []
-    source = (
-        pa.PythonFile(open_gzip(path, limits or ReadLimits()), mode="r")
-        if gz
-        else pa.input_stream(str(path))
-    )
+    # byte-order marks filtered out, newlines counted (closed with `source`, below)
+    if head[:2] == GZIP_MAGIC:
+        stream = _NoBom(open_gzip(path, limits or ReadLimits(), name=name))
+    else:
+        stream = _NoBom(open(path, "rb"))  # noqa: SIM115
+    source = pa.PythonFile(stream, mode="r")
     try:
         # batch by batch: the parse buffers of one block at a time, not of the whole file
         for batch in pj.open_json(source, read_options=_READ, parse_options=_PARSE):
@@ -88,7 +142,13 @@ def read_trace(
         source.close()
         # numpy owns copies of all that is kept; hand Arrow's pooled memory back to the OS
         pa.default_memory_pool().release_unused()
-    return _joined(parts) if parts else None
+    if not parts:
+        return None
+    cols = _joined(parts)
+    # Arrow skips blank lines; rows are numbered as lines, so a file with any goes to the
+    # line reader, which numbers, counts and notes them
+    lines = stream.newlines + (stream.last not in (b"", b"\n"))
+    return cols if lines == cols.t_us.size else None
 
 
 def _joined(parts: list[TraceColumns]) -> TraceColumns:
@@ -120,7 +180,12 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     ms = ts.to_numpy()
     if not np.isfinite(ms).all() or (np.abs(ms) > _MAX_US / 1000).any():
         return None
+    # implausible times and prompts: the line reader names each line (check_plausible)
+    if (ms < 0).any() or (ms * 1000 > now_us() + FUTURE_SLACK_US).any():
+        return None
     inputs = length.to_numpy()
+    if (inputs > MAX_PROMPT_TOKENS).any():
+        return None
     output = table.column("output_length").to_numpy(zero_copy_only=False)
     output = np.where(np.isnan(output), -1, output).astype(np.int64)
     if (inputs < 0).any() or (inputs > MAX_TOKENS).any():
@@ -130,6 +195,8 @@ def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
     flat = ids.combine_chunks()
     offsets = flat.offsets.to_numpy()
     nblocks = np.diff(offsets).astype(np.int64)
+    if (nblocks > max_blocks(block_tokens)).any():
+        return None
     # a contradiction goes to the line reader, which names each line and the size that fits
     if not blocks_fit(inputs, nblocks, block_tokens).all():
         return None

@@ -28,7 +28,10 @@ class KeyedHasher:
     def text_digest(self, text: str) -> bytes:
         """A keyed digest of a text: the memo key for its tokens."""
         h = self._text.copy()
-        h.update(text.encode("utf-8", "surrogatepass"))
+        # a MiB of characters at a time: a long text is never copied whole to UTF-8 (the
+        # bytes are the same: each character encodes on its own)
+        for start in range(0, len(text), 1 << 20):
+            h.update(text[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
         return h.digest()
 
     def segment_id(self, role: str, text_digest: bytes) -> int:

@@ -3,9 +3,11 @@ hashing, streamed line by line; progress reported through a callback."""
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -16,17 +18,22 @@ from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
+    MAX_PROMPT_TOKENS,
+    PRECHECK_BYTES,
     TRACE_BLOCK_TOKENS,
+    BlankLineLimit,
     ByteRange,
     ChatReader,
     ChatRequest,
     LogFile,
+    Message,
     MooncakeReader,
     Reader,
     ReadLimits,
     TraceRequest,
     decode_line,
     detect_format,
+    precheck_line,
     split_lines,
 )
 from analysis.spill import SPILL_ROWS, SpillColumns
@@ -36,7 +43,8 @@ from analysis.stream import (
     ROLE_OTHER,
     BlockStream,
 )
-from analysis.tokens import SegmentTokenizer, load_encoding
+from analysis.timestamps import MAX_PLAUSIBLE_SPAN_US
+from analysis.tokens import PIECE_CHARS, SegmentTokenizer, load_encoding
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,8 @@ ProgressFn = Callable[[Progress], None]
 
 DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": TRACE_BLOCK_TOKENS}
 FORMATS = ("auto", "chat", "mooncake")
-_PROGRESS_EVERY = 2000  # lines between progress reports
 _PREVIEW_CHARS = 200
+_SEEN_BY_TEXT = 1 << 16  # longer message texts are memoised by their digest, not held
 
 
 @dataclass(frozen=True)
@@ -138,13 +146,34 @@ class PrefixChain:
 
     def _extend(self, state: int, seg: int, piece: tuple[np.ndarray, ...]) -> int:
         _, leftover, last = self._states[state]
-        tokens = np.concatenate((leftover, *piece))
-        keys = self._hasher.block_keys(tokens, self.block_tokens, salt=last)
-        full = keys.size * self.block_tokens
+        b = self.block_tokens
+        header, text, newline = piece
+        lead = np.concatenate((leftover, header))
+        # the text's full blocks are hashed in place, not copied into one prompt array
+        # (a long text's tokens would be held twice); the chain continues across the
+        # three parts, so the keys are those of hashing the concatenation
+        cut = min(text.size, -lead.size % b)
+        cut += (text.size - cut) // b * b
+        if cut <= -lead.size % b:  # a short text: one small concatenation, as ever
+            parts = [np.concatenate((lead, text, newline))]
+        else:
+            first = -lead.size % b
+            parts = [np.concatenate((lead, text[:first])), text[first:cut],
+                     np.concatenate((text[cut:], newline))]  # fmt: skip
+        found = []
+        for part in parts[:-1]:  # multiples of b: nothing left over
+            keys = self._hasher.block_keys(part, b, salt=last)
+            if keys.size:
+                last = int(keys[-1]).to_bytes(8, "little")
+                found.append(keys)
+        tail = parts[-1]
+        keys = self._hasher.block_keys(tail, b, salt=last)
         if keys.size:
             last = int(keys[-1]).to_bytes(8, "little")
+            found.append(keys)
+        all_keys = found[0] if len(found) == 1 else np.concatenate(found or [keys])
         new = len(self._states)
-        self._states.append((keys, tokens[full:].copy(), last))
+        self._states.append((all_keys, tail[keys.size * b :].copy(), last))
         self._ids[(state, seg)] = new
         return new
 
@@ -220,7 +249,7 @@ class StreamBuilder:
         self._segments: dict[int, int] = {}  # segment id -> index in the table
         # (role, text) -> (segment index, token ids): a repeated message costs one dict
         # lookup. Holds each distinct text once, for the ingest only (never stored).
-        self._seen: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+        self._seen: dict[tuple[str, str | bytes], tuple[int, np.ndarray]] = {}
         self._seg_id = array("Q")
         self._seg_role = array("b")
         self._seg_tokens = array("i")
@@ -287,22 +316,53 @@ class StreamBuilder:
         self._spill_if_full()
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
+        """Tokenize, then record. A prompt longer than any model's context raises
+        LineError before anything is recorded (the line is skipped, nothing half-added)."""
         tokenizer = self._tokenizer
         assert tokenizer is not None
+        seen = self._seen
+        # (message, memo key, digest, memo entry or None, its tokens)
+        found: list[tuple[Message, tuple[str, str | bytes], bytes, tuple | None, np.ndarray]] = []
+        total = 0
+        for message in request.messages:
+            text = message.text
+            # a long text is remembered by its digest: the memo must not keep the text
+            key: tuple[str, str | bytes] | None = (
+                (message.role, text) if len(text) <= _SEEN_BY_TEXT else None
+            )
+            known = seen.get(key) if key is not None else None
+            digest = b""
+            if known is None:
+                digest = self._hasher.text_digest(text)
+                if key is None:
+                    key = (message.role, digest)
+                    known = seen.get(key)
+            if known is not None:
+                text_tokens = known[1]
+            else:
+                text_tokens = tokenizer.text(digest, text, MAX_PROMPT_TOKENS)
+                if text_tokens.size > MAX_PROMPT_TOKENS:
+                    raise LineError(f"message {len(found)} alone is more than "
+                                    f"{MAX_PROMPT_TOKENS:,} tokens, more than any model's "
+                                    "context")  # fmt: skip
+            assert key is not None
+            found.append((message, key, digest, known, text_tokens))
+            total += tokenizer.role_header(message.role).size + text_tokens.size
+            total += tokenizer.newline.size
+        if total > MAX_PROMPT_TOKENS:
+            raise LineError(f"the prompt is {total:,} tokens, more than any model's context "
+                            f"({MAX_PROMPT_TOKENS:,})")  # fmt: skip
         index = self._add_request(request, file_index)
-        pieces: list[np.ndarray] = []
+        pieces: list[tuple[np.ndarray, ...]] = []
         segments: list[int] = []
         offset = 0
-        seen = self._seen
-        for message in request.messages:
-            known = seen.get((message.role, message.text))
+        for message, key, digest, known, text_tokens in found:
+            known = known or seen.get(key)  # (an earlier message of this request added it)
             if known is None:
-                digest = self._hasher.text_digest(message.text)
-                text_tokens = tokenizer.text(digest, message.text)
                 seg = self._segment(message.role, digest, text_tokens.size, message)
-                seen[(message.role, message.text)] = (seg, text_tokens)
+                seen[key] = (seg, text_tokens)
             else:
-                seg, text_tokens = known
+                seg = known[0]
                 if message.is_document or message.label:
                     self._note_document(seg, message)
             header = tokenizer.role_header(message.role)
@@ -373,6 +433,10 @@ class StreamBuilder:
             self._seg_role[seg] = ROLE_DOCUMENT_PART
         if message.label and not self._seg_label[seg]:
             self._seg_label[seg] = message.label
+
+    @property
+    def inexact_texts(self) -> int:
+        return self._tokenizer.inexact_texts if self._tokenizer else 0
 
     @property
     def distinct_tokens(self) -> int:
@@ -566,9 +630,10 @@ def ingest(
     paths: Sequence[str | Path],
     options: IngestOptions,
     progress: ProgressFn | None = None,
+    names: Sequence[str] | None = None,
 ) -> BlockStream:
     """Read every log into one block stream (options.block_tokens)."""
-    streams = ingest_streams(paths, options, progress)
+    streams = ingest_streams(paths, options, progress, names=names)
     return next(iter(streams.values()))
 
 
@@ -577,14 +642,16 @@ def ingest_streams(
     options: IngestOptions,
     progress: ProgressFn | None = None,
     byte_range: ByteRange | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[int, BlockStream]:
     """Read every log once into block streams, one per block size (the first is
     options.block_tokens or the format's default, then options.extra_block_tokens).
 
     Bad lines are skipped and listed; a log with no usable line at all raises
-    UnusableInput with a one-line reason.
+    UnusableInput with a one-line reason. `names`: each path's name as the user knows
+    it (default: the path's own), used in every error, note and skipped-line entry.
     """
-    builder, names, log = _read(paths, options, progress, byte_range, spill=None)
+    builder, names, log = _read(paths, options, progress, byte_range, spill=None, names=names)
     return builder.finish(names, log)
 
 
@@ -594,13 +661,14 @@ def ingest_to_folders(
     root: str | Path,
     progress: ProgressFn | None = None,
     byte_range: ByteRange | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[int, Path]:
     """ingest_streams, written straight to `root`/b<size> (one folder per block size).
     Block references and occurrences are spilled to disk as they grow, so the memory
     used follows the distinct content of the logs, not their length."""
     root = Path(root)
     with SpillColumns(root) as spill:
-        builder, names, log = _read(paths, options, progress, byte_range, spill)
+        builder, names, log = _read(paths, options, progress, byte_range, spill, names)
         if progress is not None:
             progress(Progress("writing", 1, 1, builder.requests, log.skipped_lines))
         return builder.write({size: root / f"b{size}" for size in builder.block_sizes}, names, log)
@@ -612,66 +680,105 @@ def _read(
     progress: ProgressFn | None,
     byte_range: ByteRange | None,
     spill: SpillColumns | None,
+    names: Sequence[str] | None = None,
 ) -> tuple[StreamBuilder, list[str], ErrorLog]:
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
     if byte_range is not None and len(paths) != 1:
         raise ValueError("a byte range is part of one file")
+    if names is not None and len(names) != len(paths):
+        raise ValueError("one name per path")
     log = ErrorLog(max_listed=options.max_listed_errors, max_bad_lines=options.max_bad_lines)
-    files = [LogFile(p, byte_range, options.limits) for p in paths]
+    files = [LogFile(p, byte_range, options.limits, names[i] if names else None)
+             for i, p in enumerate(paths)]  # fmt: skip
     total_bytes = sum(f.size for f in files) or 1
     done_bytes = 0
     builder: StreamBuilder | None = None
     log.requests_read = lambda: builder.requests if builder is not None else 0
-    names = [f.path.name for f in files]
+    names = [f.name for f in files]
     multi = len(files) > 1
+    formats: dict[int, str] = {}  # each file's own format, from its first valid line
+
+    furthest = 0
 
     def report(done: int) -> None:
+        nonlocal furthest
         if progress is not None:
+            # never backwards, when a trace Arrow refused is read again line by line
+            furthest = max(furthest, done)
             requests = builder.requests if builder is not None else 0
-            progress(Progress("reading", done, total_bytes, requests, log.skipped_lines))
+            progress(Progress("reading", furthest, total_bytes, requests, log.skipped_lines))
 
     # one reader for all the files: a request id repeated in another file is a duplicate too
     reader: Reader | None = None
     for file_index, log_file in enumerate(files):
+        # bytes read so far, after every chunk: progress moves before the first request
+        # too, and through a file of blank lines (where no line is ever handed out)
+        log_file.on_chunk = lambda f=log_file, before=done_bytes: report(before + f.bytes_read())
         whole = byte_range is None
-        if (
-            whole
-            and options.format != "chat"
-            and (builder is None or builder.source_format == "mooncake")
-        ):
-            fast = _fast_trace(log_file, builder, options, spill)
-            if fast is not None:
-                builder, cols = fast
-                builder.add_trace_columns(cols, file_index)
-                done_bytes += log_file.size
-                report(done_bytes)
-                continue
-        for line_no, raw in log_file.lines():
-            try:
-                obj = decode_line(raw)
-                if obj is None:
+        # closed on every way out: an error raised mid-file must not leave the file open
+        gen = log_file.lines()
+        try:
+            lines: Iterator[tuple[int, bytes | bytearray | LineError]] = gen
+            if (
+                whole
+                and options.format != "chat"
+                and (builder is None or builder.source_format == "mooncake")
+            ):
+                # the lines up to the first request tell whether this is a trace; the
+                # line path goes on from them (one pass over a file of blank lines)
+                head, first = _head(gen, builder, options)
+                if first is not None:
+                    _same_format(formats, file_index, names, first)
+                fast = _fast_trace(log_file, first, builder, options, spill)
+                if fast is not None:
+                    gen.close()
+                    builder, cols = fast
+                    builder.add_trace_columns(cols, file_index)
+                    done_bytes += log_file.size
+                    report(done_bytes)
                     continue
-                if builder is None:
-                    builder = _builder(obj, options, spill)
-                if reader is None:
-                    reader = _reader(builder, log)
-                request = reader.parse(obj, line_no)
-                if isinstance(request, TraceRequest):
-                    builder.add_trace(request, file_index)
+                if first is not None and detect_format_or_none(first) == "mooncake":
+                    gen.close()  # a trace Arrow refused: read it again, line by line
+                    lines = gen = log_file.lines()
                 else:
-                    builder.add_chat(request, file_index)
-            except LineError as exc:
-                log.skip(line_no, str(exc), names[file_index] if multi else None)
-            if line_no % _PROGRESS_EVERY == 0:
-                report(done_bytes + log_file.bytes_read())
+                    lines = chain(head, gen)
+            for line_no, raw in lines:
+                try:
+                    if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
+                        precheck_line(raw, _trace_block_tokens(builder, options, raw))
+                    obj = decode_line(raw)
+                    if obj is None:
+                        continue
+                    if file_index not in formats:
+                        _same_format(formats, file_index, names, obj)
+                    if builder is None:
+                        builder = _builder(obj, options, spill)
+                    if reader is None:
+                        reader = _reader(builder, log)
+                    request = reader.parse(obj, line_no)
+                    if isinstance(request, TraceRequest):
+                        builder.add_trace(request, file_index)
+                    else:
+                        builder.add_chat(request, file_index)
+                except LineError as exc:
+                    log.skip(line_no, str(exc), names[file_index] if multi else None)
+        except BlankLineLimit as exc:
+            raise TooManyBadLines(str(exc), log.errors, log.skipped_lines) from None
+        finally:
+            gen.close()
         if log_file.truncated is not None:
             line_no, reason = log_file.truncated
             log.skip(line_no, reason, names[file_index] if multi else None)
         done_bytes += log_file.size
+        if log_file.blank_lines:
+            where = f" in {log_file.name}" if multi else ""
+            log.note(f"{log_file.blank_lines:,} blank lines{where} were ignored")
     advice = log.advice()  # a trace read at the wrong block size: name the one that fits
     if builder is None or not builder.requests:
-        reason = log.errors[0]["reason"] if log.errors else "the file is empty"
+        blank = sum(f.blank_lines for f in files)
+        empty = f"only blank lines: {blank:,}" if blank else "the file is empty"
+        reason = log.errors[0]["reason"] if log.errors else empty
         first = f" (line {log.errors[0]['line']}: {reason})" if log.errors else f" ({reason})"
         raise UnusableInput(
             f"no usable request in {', '.join(names)}{first}" + (f"; {advice}" if advice else ""),
@@ -681,32 +788,124 @@ def _read(
         )
     if advice:
         log.note(advice)
+    _note_span(builder, log, names)
+    if builder.inexact_texts:
+        log.note(f"{builder.inexact_texts:,} texts hold a run of more than {PIECE_CHARS:,} "
+                 "characters without a space; they were tokenized in pieces, so their token "
+                 "counts may differ from tiktoken's by a token or two per piece")  # fmt: skip
     report(total_bytes)
     return builder, names, log
 
 
+def _note_span(builder: StreamBuilder, log: ErrorLog, names: list[str]) -> None:
+    note = _span_note(_np(builder._t, np.int64, copy=False),
+                      _np(builder._line, np.int64, copy=False),
+                      _np(builder._file, np.int16, copy=False), names)  # fmt: skip
+    if note:
+        log.note(note)
+
+
+_SPAN_NOTE = "the requests span "
+
+
+def _span_note(t: np.ndarray, lines: np.ndarray, files: np.ndarray, names: list[str]) -> str:
+    """A note when the requests span more than a year ("" if not): a few lines with a
+    wrong unit, a wrong clock or a placeholder (0, year 9999) stretch every time-based
+    figure."""
+    if t.size < 2:
+        return ""
+    first, last = int(t.argmin()), int(t.argmax())
+    span = int(t[last] - t[first])
+    if span <= MAX_PLAUSIBLE_SPAN_US:
+        return ""
+
+    def where(i: int) -> str:
+        return (f"{names[int(files[i])]} " if len(names) > 1 else "") + f"line {int(lines[i])}"
+
+    return (f"{_SPAN_NOTE}{span / 86_400e6:,.0f} days (the earliest on {where(first)}, the "
+            f"latest on {where(last)}): timestamps this far apart usually mean a wrong unit, "
+            "clock or placeholder (such as 0); check them")  # fmt: skip
+
+
+_BLANK_NOTE = re.compile(r"^([\d,]+) blank lines were ignored$")
+
+
+def _trace_block_tokens(
+    builder: StreamBuilder | None, options: IngestOptions, raw: bytes | bytearray
+) -> int | None:
+    """The block size if this line is to be read as a pre-hashed trace line, else None."""
+    if builder is not None:
+        return builder.block_tokens if builder.source_format == "mooncake" else None
+    if options.format == "chat":
+        return None
+    if options.format == "mooncake" or (b'"hash_ids"' in raw and b'"messages"' not in raw):
+        return options.block_tokens or DEFAULT_BLOCK_TOKENS["mooncake"]
+    return None
+
+
+_HEAD_LINES = 1000  # lines with content looked at for a first request (the fast path)
+
+
+def _head(
+    lines: Iterator[tuple[int, bytes | bytearray | LineError]],
+    builder: StreamBuilder | None,
+    options: IngestOptions,
+) -> tuple[list[tuple[int, bytes | bytearray | LineError]], dict | None]:
+    """The lines up to and including the first that decodes, and its object (None if
+    none did among the first _HEAD_LINES). A line precheck_line refuses is not parsed;
+    a bad line is kept as its error, not its bytes (a thousand 60 MB lines of garbage
+    must not be held at once)."""
+    head: list[tuple[int, bytes | bytearray | LineError]] = []
+    for number, raw in lines:
+        try:
+            if not isinstance(raw, LineError) and len(raw) > PRECHECK_BYTES:
+                precheck_line(raw, _trace_block_tokens(builder, options, raw))
+            obj = decode_line(raw)
+        except LineError as exc:
+            head.append((number, exc))
+        else:
+            head.append((number, raw))
+            if obj is not None:
+                return head, obj
+        if len(head) >= _HEAD_LINES:
+            break
+    return head, None
+
+
 def _fast_trace(
     log_file: LogFile,
+    first: dict | None,
     builder: StreamBuilder | None,
     options: IngestOptions,
     spill: SpillColumns | None,
 ) -> tuple[StreamBuilder, TraceColumns] | None:
-    """The column-wise path for a clean pre-hashed trace, if this file is one."""
+    """The column-wise path for a clean pre-hashed trace, if this file is one (its first
+    request is `first`)."""
+    if first is None or detect_format_or_none(first) != "mooncake":
+        return None
     if builder is None:
-        first = next((obj for _, raw in log_file.lines() if (obj := _try_decode(raw))), None)
-        if first is None or (options.format == "auto" and detect_format_or_none(first)
-                             != "mooncake"):  # fmt: skip
-            return None
         builder = _builder(first, options, spill)
-    cols = read_trace(log_file.path, builder.block_tokens, options.limits)
+    cols = read_trace(log_file.path, builder.block_tokens, options.limits, log_file.name)
     return (builder, cols) if cols is not None else None
 
 
-def _try_decode(raw: bytes) -> dict | None:
-    try:
-        return decode_line(raw)
-    except LineError:
-        return None
+_FORMAT_NAMES = {"chat": "a chat log", "mooncake": "a pre-hashed (Mooncake) trace"}
+
+
+def _same_format(formats: dict[int, str], index: int, names: list[str], first: dict) -> None:
+    """Record a file's format (from its first valid line); a multi-file upload whose files
+    differ cannot be read as one log: say so, naming both files and what each is."""
+    found = detect_format_or_none(first)
+    if found is None:
+        return  # not a request of either kind: its lines are skipped one by one
+    formats[index] = found
+    other = next(((i, f) for i, f in formats.items() if f != found), None)
+    if other is not None:
+        raise UnusableInput(
+            f"the files are in different formats: {names[other[0]]} is "
+            f"{_FORMAT_NAMES[other[1]]}, {names[index]} is {_FORMAT_NAMES[found]}; upload "
+            "each kind on its own"
+        )
 
 
 def detect_format_or_none(obj: dict) -> str | None:
@@ -806,8 +1005,16 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
         occ_req_sorted = rank[occ[0]]
         occ_order = np.argsort(occ_req_sorted, kind="stable")
         occ = (occ_req_sorted[occ_order], occ[1][occ_order], occ[2][occ_order])
-    # requests out of order are counted against the file's own order, as one pass counts them
-    notes = [n for n in notes if "out of time order" not in n]
+    # requests out of order are counted against the file's own order, as one pass counts them;
+    # blank lines and the span are the whole log's too
+    blank = sum(int(m[1].replace(",", "")) for p in parts for n in p.notes
+                if (m := _BLANK_NOTE.match(n)))  # fmt: skip
+    notes = [n for n in notes if "out of time order" not in n and not _BLANK_NOTE.match(n)
+             and not n.startswith(_SPAN_NOTE)]  # fmt: skip
+    if blank:
+        notes.append(f"{blank:,} blank lines were ignored")
+    if span := _span_note(cat["t"], cat["line"], cat["file"], first.files):
+        notes.append(span)
     in_file = cat["t"][np.argsort(cat["line"], kind="stable")]
     file_order = np.argsort(in_file, kind="stable")
     moved = int(np.count_nonzero(file_order != np.arange(file_order.size)))
@@ -847,7 +1054,9 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
     )
 
 
-def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> BlockStream:
+def ingest_in_parts(
+    path: str | Path, options: IngestOptions, parts: int, name: str | None = None
+) -> BlockStream:
     """The single-process form of parallel ingest: split one plain log into line-aligned
     byte ranges, ingest each on its own, merge. (Celery runs the same pieces as a chord.)
     A part with no usable line contributes its errors only."""
@@ -855,8 +1064,9 @@ def ingest_in_parts(path: str | Path, options: IngestOptions, parts: int) -> Blo
     skipped: list[UnusableInput] = []
     for byte_range in split_lines(path, parts):
         try:
-            streams.append(next(iter(ingest_streams([path], options, byte_range=byte_range)
-                                     .values())))  # fmt: skip
+            streams.append(next(iter(ingest_streams(
+                [path], options, byte_range=byte_range, names=[name] if name else None
+            ).values())))  # fmt: skip
         except UnusableInput as exc:
             skipped.append(exc)
     return merge_parts(streams, skipped, options.max_bad_lines)

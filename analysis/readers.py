@@ -10,8 +10,10 @@ Files may be plain or gzip; gzip is recognised by its magic bytes, not by the na
 from __future__ import annotations
 
 import io
+import json
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -21,7 +23,7 @@ import orjson
 
 from analysis.dedupe import SeenIds
 from analysis.errors import ErrorLog, LineError, UnusableInput
-from analysis.timestamps import NO_ZONE_NOTE, ms_to_us, parse_timestamp
+from analysis.timestamps import NO_ZONE_NOTE, check_plausible, ms_to_us, now_us, parse_timestamp
 
 GZIP_MAGIC = b"\x1f\x8b"
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -37,6 +39,14 @@ DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
 INSTRUCTION_ROLES = frozenset({"system", "developer"})
 # No model has a context anywhere near this; larger counts are corrupt, not traffic.
 MAX_TOKENS = 1 << 40
+# The longest context any model offers (Llama 4 Scout: 10 M tokens): a longer prompt is
+# not a request an engine served. Bounds a trace line's input_length and hash_ids.
+MAX_PROMPT_TOKENS = 10_000_000
+# More messages than any conversation an engine takes: refused before the line is
+# parsed, since parsing them is where the memory goes (~1 kB a message).
+MAX_MESSAGES = 100_000
+# Lines longer than this are counted before they are parsed (precheck_line)
+PRECHECK_BYTES = 1 << 20
 # A pre-hashed trace's own block size: Mooncake's hash_ids are 512-token prefix blocks.
 TRACE_BLOCK_TOKENS = 512
 # Sizes a trace's hash_ids may have been made with, tried when they contradict input_length
@@ -93,6 +103,9 @@ class ReadLimits:
     max_line_bytes: int = 64 << 20  # one request; bigger is a broken or hostile file
     max_inflated_bytes: int = 64 << 30  # a gzip log, decompressed
     max_inflate_ratio: int = 200  # decompressed / compressed: text logs are far below
+    # blank lines allowed beyond one per line with content (None: any number); reading
+    # them is cheap, but a file that is mostly blank is not a log
+    max_blank_lines: int | None = 1_000_000
 
 
 class InflateLimit(UnusableInput):
@@ -105,10 +118,17 @@ class InflateGuard(io.RawIOBase):
     inflated whole. Unlike gzip.GzipFile it hands out everything before a cut, then
     raises EOFError, so a truncated log keeps all its complete lines."""
 
-    def __init__(self, raw: IO[bytes], path: Path, limits: ReadLimits, owns_raw: bool = False):
+    def __init__(
+        self,
+        raw: IO[bytes],
+        path: Path,
+        limits: ReadLimits,
+        owns_raw: bool = False,
+        name: str | None = None,
+    ):
         self._raw = raw
         self._owns_raw = owns_raw
-        self._name = path.name
+        self._name = name or path.name
         self._compressed = path.stat().st_size
         self._limits = limits
         self.limit = min(limits.max_inflated_bytes, limits.max_inflate_ratio * self._compressed)
@@ -158,11 +178,14 @@ class InflateGuard(io.RawIOBase):
         super().close()
 
 
-def open_gzip(path: Path, limits: ReadLimits, raw: IO[bytes] | None = None) -> InflateGuard:
-    """A gzip file, decompressed under the inflate limits (`raw`: already open, at 0)."""
+def open_gzip(
+    path: Path, limits: ReadLimits, raw: IO[bytes] | None = None, name: str | None = None
+) -> InflateGuard:
+    """A gzip file, decompressed under the inflate limits (`raw`: already open, at 0;
+    `name`: the file's name as the user knows it, for the messages)."""
     if raw is None:
-        return InflateGuard(open(path, "rb"), path, limits, owns_raw=True)
-    return InflateGuard(raw, path, limits)
+        return InflateGuard(open(path, "rb"), path, limits, owns_raw=True, name=name)
+    return InflateGuard(raw, path, limits, name=name)
 
 
 @dataclass(frozen=True)
@@ -204,18 +227,37 @@ def split_lines(path: str | Path, parts: int, chunk: int = 1 << 20) -> list[Byte
     return [ByteRange(bounds[i], bounds[i + 1], lines_before[i]) for i in range(len(bounds) - 1)]
 
 
+class BlankLineLimit(UnusableInput):
+    """A log that is mostly blank lines (whitespace only) past the budget: read no further.
+    _read turns it into TooManyBadLines carrying what was skipped so far."""
+
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: some tools write one per file, some per line
+# bytes.isspace's set, so a line is blank exactly when bytes.strip() empties it
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+_CHUNK = 1 << 20  # bytes read at a time: blank runs are skipped a chunk at a time, in C
+
+
 class LogFile:
     """A log opened for streaming: yields (line number, raw bytes) and reports progress
     in bytes of the file on disk (compressed bytes for gzip). With a ByteRange, only the
-    lines that start inside it (plain files only)."""
+    lines that start inside it (plain files only). `name` is the file's name as the user
+    knows it (the console stores uploads under generated names); every message uses it.
+
+    Blank (whitespace-only) lines are never handed out: they are counted (blank_lines),
+    skipped a chunk at a time, and past limits.max_blank_lines more than the lines with
+    content the file is refused (BlankLineLimit). A UTF-8 byte-order mark at the start
+    of the file or of any line is dropped."""
 
     def __init__(
         self,
         path: str | Path,
         byte_range: ByteRange | None = None,
         limits: ReadLimits | None = None,
+        name: str | None = None,
     ):
         self.path = Path(path)
+        self.name = name or self.path.name
         self.byte_range = byte_range
         self.limits = limits or ReadLimits()
         total = self.path.stat().st_size
@@ -223,10 +265,16 @@ class LogFile:
         self._raw: IO[bytes] | None = None
         # set when a gzip stream ended early: (first line not read, reason)
         self.truncated: tuple[int, str] | None = None
+        self.blank_lines = 0
+        self.content_lines = 0
+        # called after each chunk read, so progress moves even through a file of
+        # nothing but blank lines (where no line is ever handed out)
+        self.on_chunk: Callable[[], None] | None = None
 
-    def lines(self) -> Iterator[tuple[int, bytes | LineError]]:
+    def lines(self) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         """(line number, raw line); a line over the length limit comes as a LineError
         (decode_line raises it), read past without holding it."""
+        self.blank_lines = self.content_lines = 0
         if self.byte_range is not None:
             yield from self._range_lines(self.byte_range)
             return
@@ -235,14 +283,15 @@ class LogFile:
             self._raw = raw
             if raw.read(2) == GZIP_MAGIC:
                 raw.seek(0)
-                stream = io.BufferedReader(open_gzip(self.path, self.limits, raw), 1 << 20)
+                stream = io.BufferedReader(open_gzip(self.path, self.limits, raw, self.name),
+                                           _CHUNK)  # fmt: skip
                 yield from self._gzip_lines(stream)
             else:
                 raw.seek(0)
                 yield from self._split(raw, 1)
             self._raw = None
 
-    def _gzip_lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | LineError]]:
+    def _gzip_lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         """Lines of a gzip log (InflateGuard stops a zip bomb); a truncated or corrupt
         stream ends the file: the lines before it are kept, and it is said."""
         number = 0
@@ -258,47 +307,173 @@ class LogFile:
                 return
             yield number, line
 
-    def _split(self, stream: IO[bytes], first: int) -> Iterator[tuple[int, bytes | LineError]]:
-        cap = self.limits.max_line_bytes
-        number = first
-        while line := stream.readline(cap + 1):
-            if len(line) > cap and not line.endswith(b"\n"):
-                length = len(line)
-                while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    length += len(rest)
-                length += len(rest)
-                line = LineError(f"the line is {length:,} bytes, over the limit of {cap:,}")
-            yield number, line
-            number += 1
+    def _blank(self, count: int, number: int) -> None:
+        self.blank_lines += count
+        budget = self.limits.max_blank_lines
+        if budget is not None and self.blank_lines > budget + self.content_lines:
+            raise BlankLineLimit(
+                f"{self.name}: stopped at line {number:,}: {self.blank_lines:,} blank "
+                f"(whitespace-only) lines against {self.content_lines:,} with content, past "
+                f"the budget of {budget:,} more blank lines than lines with content; "
+                "is this a log?"
+            )
 
-    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes | LineError]]:
+    def _split(
+        self, stream: IO[bytes], first: int, stop: int | None = None
+    ) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
+        """Lines read a chunk at a time. Runs of whitespace between lines are skipped by one
+        regex match each (a GiB of newlines is a thousand chunks, not a billion Python
+        iterations) and counted as blank lines. `stop`: only lines that start before this
+        offset of the stream (a byte range)."""
+        cap = self.limits.max_line_bytes
+        number = first  # the number of the line being read
+        offset = 0  # of `data` in the stream
+        carry: bytearray | None = None  # a line begun in an earlier chunk
+        over = -1  # >= 0: the length so far of a line over the cap, being read past
+        data = b""
+        while True:
+            offset += len(data)
+            # read1: at most one read of the stream below, so a gzip cut or damage loses
+            # nothing InflateGuard has handed out (read() would drop a half-filled chunk)
+            data = stream.read1(_CHUNK)  # type: ignore[attr-defined]
+            if self.on_chunk is not None:
+                self.on_chunk()
+            if not data:
+                break
+            pos, size = 0, len(data)
+            if over >= 0 or carry is not None:
+                newline = data.find(b"\n")
+                end = size if newline < 0 else newline + 1
+                # the cap is on the content; the length said counts the newline too
+                if over < 0 and carry is not None and len(carry) + (newline if newline >= 0
+                                                                    else size) > cap:  # fmt: skip
+                    over, carry = len(carry), None
+                if over >= 0:
+                    over += end
+                    if newline < 0:
+                        continue
+                    yield number, LineError(f"the line is {over:,} bytes, over the limit of "
+                                            f"{cap:,}")  # fmt: skip
+                    self.content_lines += 1
+                    over = -1
+                else:
+                    assert carry is not None
+                    carry += data[:end]
+                    if newline < 0:
+                        continue
+                    line, carry = carry, None
+                    if _blank_line(line):
+                        self._blank(1, number)
+                    else:
+                        self.content_lines += 1
+                        yield number, line
+                number += 1
+                pos = end
+            while pos < size:
+                # the whitespace (and byte-order marks) before the next content: blank lines
+                end = _SPACE.match(data, pos).end()  # type: ignore[union-attr]
+                while data.startswith(_BOM, end):
+                    end = _SPACE.match(data, end + 3).end()  # type: ignore[union-attr]
+                if stop is not None and offset + end >= stop:
+                    blank = data.count(b"\n", pos, max(stop - offset, pos))
+                    if blank:
+                        self._blank(blank, number + blank - 1)
+                    return
+                blank = data.count(b"\n", pos, end)
+                if blank:
+                    number += blank
+                    self._blank(blank, number - 1)  # (names the last blank line)
+                pos = end
+                if pos == size:
+                    break
+                newline = data.find(b"\n", pos)
+                if newline < 0:  # the line goes on in the next chunk
+                    if size - pos > cap:
+                        over = size - pos  # read past, never held
+                    else:
+                        carry = bytearray(data[pos:])
+                    break
+                if newline - pos > cap:
+                    line: bytes | LineError = LineError(
+                        f"the line is {newline + 1 - pos:,} bytes, over the limit of {cap:,}"
+                    )
+                else:
+                    line = data[pos : newline + 1]
+                self.content_lines += 1
+                yield number, line
+                number += 1
+                pos = newline + 1
+        if over >= 0:
+            self.content_lines += 1
+            yield number, LineError(f"the line is {over:,} bytes, over the limit of {cap:,}")
+        elif carry is not None and (stop is None or offset < stop):
+            if _blank_line(carry):
+                self._blank(1, number)
+            else:
+                self.content_lines += 1
+                yield number, carry
+
+    def _range_lines(self, part: ByteRange) -> Iterator[tuple[int, bytes | bytearray | LineError]]:
         with open(self.path, "rb") as raw:
             raw.seek(part.start)
-            position = raw.tell()
-            for number, line in self._split(raw, part.first_line):
-                if position >= part.end:
-                    break
-                yield number, line
-                position = raw.tell()
+            yield from self._split(raw, part.first_line, part.end - part.start)
 
     def bytes_read(self) -> int:
         raw = self._raw
         return raw.tell() if raw is not None and not raw.closed else self.size
 
 
-def decode_line(raw: bytes | LineError) -> dict | None:
+def _content_start(line: bytes | bytearray) -> int:
+    """Where a line's content starts, past whitespace and byte-order marks (no copy)."""
+    end = _SPACE.match(line).end()  # type: ignore[union-attr]
+    while line.startswith(_BOM, end):
+        end = _SPACE.match(line, end + 3).end()  # type: ignore[union-attr]
+    return end
+
+
+def _blank_line(line: bytes | bytearray) -> bool:
+    """Whitespace and byte-order marks only."""
+    return _content_start(line) == len(line)
+
+
+def decode_line(raw: bytes | bytearray | LineError) -> dict | None:
     """The JSON object on a line; None for a blank line. Raises LineError."""
     if isinstance(raw, LineError):
         raise raw
-    if not raw.strip():
+    start = _content_start(raw)  # a byte-order mark may start any line
+    if start == len(raw):
         return None
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise LineError(f"not valid JSON ({exc.args[0].split(':')[0]})") from None
+    data = memoryview(raw)[start:] if start else raw
+    if len(raw) > PRECHECK_BYTES:
+        obj = _decode_long(data)
+    else:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise LineError(f"not valid JSON ({exc.args[0].split(':')[0]})") from None
     if not isinstance(obj, dict):
         raise LineError(f"a JSON {type(obj).__name__}, not an object")
     return obj
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON value")  # as orjson: NaN and Infinity are not JSON
+
+
+def _decode_long(data: bytes | bytearray | memoryview) -> object:
+    """A long line through the standard library's parser: orjson peaks at ~13 bytes per
+    byte of a long string (208 MB for a 16 MB one), json at 2. Same strictness where it
+    matters: NaN and Infinity are refused; too-big integers are refused by the fields."""
+    try:
+        # decoded as UTF-8 here: json.loads(bytes) would guess UTF-16 or -32 from nulls
+        return json.loads(str(data, "utf-8"), parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise LineError("not valid JSON (str is not valid UTF-8)") from None
+    except ValueError as exc:  # JSONDecodeError, and _no_constants
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise LineError(f"not valid JSON ({reason})") from None
+    except RecursionError:
+        raise LineError("not valid JSON (nested too deeply)") from None
 
 
 # --- field helpers ---------------------------------------------------------------------
@@ -342,11 +517,13 @@ class ChatReader:
         self._errors = errors
         self._ids = SeenIds()
         self._unknown_parts: set[str] = set()
+        self._now = now_us()
 
     def parse(self, obj: dict, line: int) -> ChatRequest:
         if "timestamp" not in obj:
             raise LineError("no timestamp")
         t_us, assumed_utc = parse_timestamp(obj["timestamp"])
+        check_plausible(t_us, obj["timestamp"], self._now)
         if assumed_utc:
             self._errors.note(NO_ZONE_NOTE)
         raw_messages = _first(obj, ("messages",), ("request", "messages"), ("body", "messages"))
@@ -455,6 +632,7 @@ class MooncakeReader:
     def __init__(self, errors: ErrorLog, block_tokens: int):
         self._errors = errors
         self._block_tokens = block_tokens
+        self._now = now_us()
         # the other sizes every line's hash_ids fit so far, and how many lines contradict
         # the size asked for: when all of them fit another size, the errors say so
         self._fitting = [b for b in TRACE_BLOCK_SIZES if b != block_tokens]
@@ -475,10 +653,11 @@ class MooncakeReader:
     def parse(self, obj: dict, line: int) -> TraceRequest:
         if "timestamp" not in obj:
             raise LineError("no timestamp")
-        t_us = ms_to_us(obj["timestamp"])
+        t_us = check_plausible(ms_to_us(obj["timestamp"]), obj["timestamp"], self._now, True)
         input_length = _token_count(obj.get("input_length"), "input_length")
         if input_length < 0:
             raise LineError("no input_length")
+        _plausible_prompt(input_length, obj.get("hash_ids"), self._block_tokens)
         hash_ids = _hash_ids(obj.get("hash_ids"))
         blocks = hash_ids.size
         if blocks and self._fitting:
@@ -502,6 +681,47 @@ class MooncakeReader:
             output_tokens=_token_count(obj.get("output_length"), "output_length"),
             hash_ids=hash_ids,
         )
+
+
+def max_blocks(block_tokens: int) -> int:
+    """The most hash_ids a trace line may have: MAX_PROMPT_TOKENS in blocks."""
+    return -(-MAX_PROMPT_TOKENS // block_tokens)
+
+
+def _plausible_prompt(input_length: int, hash_ids: object, block_tokens: int) -> None:
+    """A trace line's prompt must fit the longest context a model has (checked before
+    the ids are converted: 200,000 of them would be 12 TiB of KV cache recommended)."""
+    if input_length > MAX_PROMPT_TOKENS:
+        raise LineError(f"input_length {input_length:,} is more than any model's context "
+                        f"({MAX_PROMPT_TOKENS:,} tokens)")  # fmt: skip
+    if isinstance(hash_ids, list) and len(hash_ids) > max_blocks(block_tokens):
+        raise LineError(
+            f"{len(hash_ids):,} hash_ids are more blocks than any model's context holds "
+            f"({MAX_PROMPT_TOKENS:,} tokens = {max_blocks(block_tokens):,} blocks of "
+            f"{block_tokens})"
+        )
+
+
+def precheck_line(raw: bytes | bytearray, trace_block_tokens: int | None) -> None:
+    """Refuse a long line before parsing it when counting its bytes already shows it is
+    implausible (parsing is what costs the memory): more than MAX_MESSAGES messages, or,
+    in a trace (trace_block_tokens: its block size), more hash_ids than max_blocks.
+    Counts are upper bounds (a \"role\" key or a comma per item), so nothing valid is
+    refused."""
+    if len(raw) <= PRECHECK_BYTES:
+        return
+    messages = raw.count(b'"role"')
+    if messages > MAX_MESSAGES:
+        raise LineError(f"about {messages:,} messages in one request, more than "
+                        f"{MAX_MESSAGES:,}; not read")  # fmt: skip
+    if trace_block_tokens is not None:
+        items = raw.count(b",") + 1
+        if items > max_blocks(trace_block_tokens) + 16:  # (room for the other fields)
+            raise LineError(
+                f"about {items:,} hash_ids, more blocks than any model's context holds "
+                f"({MAX_PROMPT_TOKENS:,} tokens = {max_blocks(trace_block_tokens):,} blocks "
+                f"of {trace_block_tokens}); not read"
+            )
 
 
 _KEY_MASK = (1 << 64) - 1

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 
 from analysis.errors import LineError
 
@@ -76,3 +77,28 @@ def ms_to_us(value: object) -> int:
     if abs(value) * 1000 > _MAX_US:  # before rounding: a huge float has no integer value
         raise LineError(f"timestamp {value!r} is out of range (after the year 9999)")
     return round(value * 1000)
+
+
+# Plausible request times (RELIABILITY.md). No request predates the epoch, and none comes
+# from the future: a day of slack covers clocks that are off and zones read as UTC.
+FUTURE_SLACK_US = 86_400 * 1_000_000
+# A log whose requests span more than this gets a note: real logs cover hours to months;
+# years apart means a wrong unit, a wrong clock or a placeholder such as 0.
+MAX_PLAUSIBLE_SPAN_US = 366 * 86_400 * 1_000_000
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def check_plausible(t_us: int, original: object, now: int, relative: bool = False) -> int:
+    """t_us, or a LineError for a time no request can have: negative (before 1970, or
+    before a relative trace's start), or more than a day in the future. A trace's
+    relative milliseconds are never in the future (now is 1.7e12 ms); epoch ones may be."""
+    if t_us < 0:
+        what = "before the trace's start" if relative else "before 1970"
+        raise LineError(f"timestamp {original!r} is negative ({what})")
+    if t_us > now + FUTURE_SLACK_US:
+        when = (_EPOCH + timedelta(microseconds=t_us)).date().isoformat()
+        raise LineError(f"timestamp {original!r} is in the future ({when})")
+    return t_us

@@ -12,6 +12,8 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import re
+from array import array
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -118,6 +120,45 @@ def load_encoding(name: str = "cl100k_base", bpe_dir: str | None = None) -> tikt
     )
 
 
+# Long texts are tokenized a piece at a time: tiktoken's memory (a Python list of ids, and
+# its BPE work on one long "word") grows faster than the text, to ~40 bytes a character.
+PIECE_CHARS = 1 << 16
+# A space after a non-space: every pre-tokenizer piece of cl100k_base and o200k_base that
+# holds such a space starts with it (the space may prefix a word or punctuation) or is
+# all whitespace, so no piece spans the cut and the tokens are exactly those of the whole
+# text. (Python's \S excludes a superset of the whitespace tiktoken's \s matches.)
+_CUT = re.compile(r"\S ")
+assert array("I").itemsize == 4  # token ids are uint32
+
+
+def encode_in_pieces(
+    encoding: tiktoken.Encoding, text: str, limit: int | None = None
+) -> tuple[np.ndarray, int]:
+    """(tokens of `text`, cuts that were not exact). Pieces of PIECE_CHARS to twice that,
+    cut at a space after a non-space: exactly encode_ordinary(text). A stretch of
+    PIECE_CHARS characters with no such space (no prose has one) is cut where it is; the
+    count may then differ from the whole text's by a token or two at each such cut.
+    Past `limit` tokens it stops and returns what it has (more than `limit`)."""
+    if len(text) <= 2 * PIECE_CHARS:
+        return np.asarray(encoding.encode_ordinary(text), dtype=np.uint32), 0
+    # one growing buffer (realloc'd in place, ~1.1x), not pieces and then their copy (2x)
+    out = array("I")
+    start, inexact = 0, 0
+    while len(text) - start > 2 * PIECE_CHARS:
+        found = _CUT.search(text, start + PIECE_CHARS, start + 2 * PIECE_CHARS)
+        if found is None:
+            cut = start + PIECE_CHARS
+            inexact += 1
+        else:
+            cut = found.start() + 1  # at the space: it begins the next piece
+        out.extend(encoding.encode_ordinary(text[start:cut]))
+        start = cut
+        if limit is not None and len(out) > limit:
+            return np.frombuffer(out, dtype=np.uint32), inexact
+    out.extend(encoding.encode_ordinary(text[start:]))
+    return np.frombuffer(out, dtype=np.uint32), inexact
+
+
 class SegmentTokenizer:
     """Token ids per distinct text, computed once (a document repeated 10,000 times is
     tokenized once). Held in memory only for the ingest: token ids are content."""
@@ -126,18 +167,24 @@ class SegmentTokenizer:
         self._encoding = encoding
         self._texts: dict[bytes, np.ndarray] = {}
         self._roles: dict[str, np.ndarray] = {}
+        self.inexact_texts = 0  # texts cut inside a long run without a space
         self.newline = self._encode("\n")
         self.distinct_tokens = 0  # tokens actually run through the tokenizer
         self.distinct_texts = 0
 
     def _encode(self, text: str) -> np.ndarray:
-        return np.asarray(self._encoding.encode_ordinary(text), dtype=np.uint32)
+        return encode_in_pieces(self._encoding, text)[0]  # (short texts: role headers)
 
-    def text(self, digest: bytes, text: str) -> np.ndarray:
-        """Tokens of `text`, memoised by its (keyed) digest."""
+    def text(self, digest: bytes, text: str, limit: int | None = None) -> np.ndarray:
+        """Tokens of `text`, memoised by its (keyed) digest. Past `limit` tokens: tokens
+        of a first part only (more than `limit` of them), not memoised: time is not spent
+        on a text that cannot be used."""
         tokens = self._texts.get(digest)
         if tokens is None:
-            tokens = self._encode(text)
+            tokens, inexact = encode_in_pieces(self._encoding, text, limit)
+            if limit is not None and tokens.size > limit:
+                return tokens
+            self.inexact_texts += inexact > 0
             self._texts[digest] = tokens
             self.distinct_tokens += tokens.size
             self.distinct_texts += 1

@@ -1,4 +1,4 @@
-"""kvscope benchmarks: python -m bench {mrc,trace,chat} [options]
+"""kvscope benchmarks: python -m bench {mrc,trace,chat,longline,blanklines,...} [options]
 
 Each benchmark generates its input deterministically, runs the real code paths, and prints
 wall time, throughput and peak RSS. Whole-process figures come from os.wait4 on a child
@@ -27,6 +27,12 @@ MANAGE = [sys.executable, str(ROOT / "manage.py")]
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def vm_hwm_kib() -> int:
+    """This process's peak resident memory (KiB) since its exec, from /proc."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
 
 
 REPEAT = 3  # whole-process timings: the best of this many runs (shared VMs are noisy)
@@ -316,6 +322,93 @@ def bench_ingest_once(args) -> None:
             stream.save(Path(args.out) / f"b{size}")
 
 
+# --- one line at the length limit: peak memory of the task that reads it --------------
+def bench_longline(args) -> None:
+    from analysis.readers import ReadLimits
+    from bench.generate import long_line
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    limit = args.limit or ReadLimits().max_line_bytes
+    print(f"longline: one line of each kind just under the line limit ({limit:,} bytes), "
+          "ingested whole by a child process as the console's task runs it")  # fmt: skip
+    for kind in args.kinds.split(","):
+        log = work / f"long-{kind}-{limit}.jsonl"
+        if not log.exists():
+            log.write_bytes(long_line(kind, limit - 64))
+        out = work / f"store-long-{kind}"
+        cmd = [sys.executable, "-m", "bench", "longline-once", str(log), str(out), str(limit)]
+        wall, _, code = run_process(cmd)
+        # the child's own high-water mark: wait4's ru_maxrss also counts the parent's
+        # memory at fork (Linux keeps the pre-exec peak), here the generated line's
+        hwm, outcome = (out.parent / f"{out.name}.txt").read_text().split(" ", 1)
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"  {kind:9s} {log.stat().st_size / 2**20:6.1f} MiB line: {wall:6.2f} s, "
+              f"peak RSS {int(hwm) / 1024:6.0f} MB, exit {code}: {outcome}")  # fmt: skip
+
+
+def bench_longline_once(args) -> None:
+    """A child of `longline`: ingest the file; print the outcome (an error is fine)."""
+    from analysis import IngestOptions, UnusableInput, ingest_to_folders
+    from analysis.readers import ReadLimits
+
+    options = IngestOptions(hash_key=b"bench-secret-0123456789",
+                            limits=ReadLimits(max_line_bytes=int(args.limit)))  # fmt: skip
+    try:
+        ingest_to_folders([args.log], options, args.out)
+        outcome = "ingested"
+    except UnusableInput as exc:
+        outcome = f"refused ({str(exc)[:160]})"
+    Path(f"{args.out}.txt").write_text(f"{vm_hwm_kib()} {outcome}")
+
+
+# --- a gzip of nothing but newlines: time proportional to bytes, progress from the start
+def bench_blanklines(args) -> None:
+    import zlib
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kvscope-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / f"newlines-{args.mib}MiB.jsonl.gz"
+    if not log.exists():
+        z, block = zlib.compressobj(6, zlib.DEFLATED, 31), b"\n" * (1 << 20)
+        with open(log, "wb") as out:
+            for _ in range(args.mib):
+                out.write(z.compress(block))
+            out.write(z.flush())
+    print(f"blanklines: {args.mib:,} MiB of newlines, gzip {log.stat().st_size / 1e6:.1f} MB")
+    for mode in ("default", "no-budget"):
+        out = work / f"store-blank-{mode}"
+        wall, _, code = run_process([sys.executable, "-m", "bench", "blanklines-once", str(log),
+                                     str(out), mode])  # fmt: skip
+        report = (out.parent / f"{out.name}.txt").read_text()
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"  {mode:9s}: {wall:6.2f} s whole process, exit {code}; {report}")
+
+
+def bench_blanklines_once(args) -> None:
+    from analysis import IngestOptions, UnusableInput, ingest_to_folders
+    from analysis.readers import ReadLimits
+
+    limits = ReadLimits() if args.mode == "default" else ReadLimits(
+        max_inflate_ratio=10**9, max_inflated_bytes=1 << 50, max_blank_lines=None)  # fmt: skip
+    calls = []
+    start = time.perf_counter()
+    try:
+        ingest_to_folders([args.log], IngestOptions(hash_key=b"bench-secret-0123456789",
+                          limits=limits), args.out, progress=calls.append)  # fmt: skip
+        outcome = "ingested"
+    except UnusableInput as exc:
+        outcome = str(exc)[:150]
+    took = time.perf_counter() - start
+    first = next((p for p in calls if p.done > 0), None)
+    Path(f"{args.out}.txt").write_text(
+        f"ingest {took:.2f} s, peak RSS {vm_hwm_kib() / 1024:.0f} MB; {len(calls):,} progress "
+        f"reports, the first with bytes > 0 at {first.done if first else 0:,} of "
+        f"{calls[-1].total if calls else 0:,} (requests {first.requests if first else 0}); "
+        f"-> {outcome}"
+    )
+
+
 # --- parallel ingest: parts in worker processes, merged --------------------------------
 def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str):
     from analysis import IngestOptions, ingest_streams
@@ -399,6 +492,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("log")
     p.add_argument("out")
     p.add_argument("mode", choices=("spilled", "in-memory"))
+    p = sub.add_parser("longline", help="peak RSS of one line at the line-length limit")
+    p.add_argument("--kinds", default="letters,tokens,prose,messages,hash_ids")
+    p.add_argument("--limit", type=int, default=None, help="line limit (default: the engine's)")
+    p.add_argument("--workdir")
+    p = sub.add_parser("longline-once")
+    p.add_argument("log")
+    p.add_argument("out")
+    p.add_argument("limit")
+    p = sub.add_parser("blanklines", help="a gzip of newlines: time and progress")
+    p.add_argument("--mib", type=int, default=1024)
+    p.add_argument("--workdir")
+    p = sub.add_parser("blanklines-once")
+    p.add_argument("log")
+    p.add_argument("out")
+    p.add_argument("mode", choices=("default", "no-budget"))
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -419,8 +527,12 @@ def main(argv: list[str] | None = None) -> None:
         "workers": bench_workers,
         "load": bench_load,
         "ingest-once": bench_ingest_once,
+        "longline": bench_longline,
+        "longline-once": bench_longline_once,
+        "blanklines": bench_blanklines,
+        "blanklines-once": bench_blanklines_once,
     }
-    if args.what != "ingest-once":
+    if not args.what.endswith("-once"):
         print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")
     benches[args.what](args)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 _WORDS = """
@@ -136,6 +137,52 @@ def mooncake_requests(
             "output_length": rng.randint(1, 500),
             "hash_ids": ids,
         }
+
+
+def long_line(kind: str, size: int) -> bytes:
+    """The worst line of about `size` bytes of each kind (then a newline):
+    letters  - one message of random letters, no space (one 'word' for the tokenizer);
+    tokens   - "1 1 1 ...": one token per byte, the most tokens a byte can give (past the
+               10 M-token context: refused once tokenized);
+    prose    - ordinary words up to just under 10 M tokens: the largest prompt accepted;
+    messages - MAX_MESSAGES distinct messages of ~95 tokens (~57 MB; more are refused unread);
+    hash_ids - a Mooncake line of as many small distinct hash ids as fit (refused unread
+               past a context's worth of blocks)."""
+    from analysis.readers import MAX_MESSAGES
+
+    rng = np.random.default_rng(1)
+    if kind == "hash_ids":
+        head, tail = b'{"timestamp":0,"input_length":1,"output_length":1,"hash_ids":[', b"]}"
+        ids = np.arange(1000, 1000 + size // 5, dtype=np.int64)  # "1000," is 5 bytes
+        body = b",".join(str(i).encode() for i in ids.tolist())[: size - len(head) - 2]
+        return head + body[: body.rfind(b",")] + tail + b"\n"
+    head = b'{"timestamp":1700000000,"messages":['
+    if kind == "messages":  # as many messages as a line may hold, distinct, filling it
+        count = MAX_MESSAGES
+        room = (size - len(head) - 3) // count - len(b'{"role":"user","content":""},') - 8
+        # ~95 tokens a message, so the prompt stays under the 10 M-token context
+        words = b" ".join(b"cache block prefix token".split() * 23)[:room]
+        body = b",".join(b'{"role":"user","content":"%d %s"}' % (i, words) for i in range(count))
+        return head + body + b"]}\n"
+    start, end = b'{"role":"user","content":"', b'"}]}'
+    room = size - len(head) - len(start) - len(end) - 1
+    if kind == "letters":
+        text = (rng.integers(0, 52, room, dtype=np.uint8) + 65).astype(np.uint8)
+        text[text > 90] += 6  # A-Z then a-z
+        return head + start + text.tobytes() + end + b"\n"
+    if kind == "prose":  # ordinary words, as many as fit, up to just under 10 M tokens
+        rnd = random.Random(1)
+        words = [w.encode() for w in _WORDS]
+        out, used, count = [], 0, 0
+        while count < 9_900_000:  # (each of these words is one token, its space included)
+            word = rnd.choice(words)
+            if used + len(word) + 1 > room:
+                break
+            out.append(word)
+            used += len(word) + 1
+            count += 1
+        return head + start + b" ".join(out) + end + b"\n"
+    return head + start + b"1 " * (room // 2) + end + b"\n"
 
 
 def write_jsonl(rows: Iterator[dict], out: Path) -> int:

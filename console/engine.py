@@ -41,6 +41,7 @@ def ingest_options(
             max_line_bytes=settings.KVSCOPE_MAX_LINE_BYTES,
             max_inflated_bytes=settings.KVSCOPE_MAX_INFLATED_BYTES,
             max_inflate_ratio=settings.KVSCOPE_MAX_INFLATE_RATIO,
+            max_blank_lines=settings.KVSCOPE_MAX_BLANK_LINES or None,
         ),
     )
 

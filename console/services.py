@@ -462,6 +462,13 @@ def _upload_ingest_options(upload: Upload):
     )
 
 
+def _raw_names(upload: Upload) -> list[str] | None:
+    """The files' names as uploaded, for every message of the engine: the stored files
+    have generated names the user never saw."""
+    names = list(upload.raw_names)
+    return names if len(names) == len(upload.raw_paths) else None
+
+
 def _upload_folder(upload_id: int) -> Path:
     return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}"
 
@@ -491,6 +498,7 @@ def upload_ingest(*, upload_id: int, redelivered: bool = False) -> None:
                 _upload_ingest_options(upload),
                 _upload_folder(upload_id),
                 progress=_progress_writer(Upload, upload_id, counters=True),
+                names=_raw_names(upload),
             )
         except Exception as exc:
             _ingest_failed(upload, exc)
@@ -527,6 +535,7 @@ def upload_ingest_part(
                 _upload_ingest_options(upload),
                 folder,
                 byte_range=ByteRange(start, end, first_line),
+                names=_raw_names(upload),
             )
     except UnusableInput as exc:
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,

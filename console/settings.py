@@ -162,6 +162,8 @@ KVSCOPE_MAX_BAD_LINES = env_int("KVSCOPE_MAX_BAD_LINES", 10_000, minimum=0)
 KVSCOPE_MAX_LINE_BYTES = env_int("KVSCOPE_MAX_LINE_BYTES", 64 * 1024**2, minimum=1024)
 KVSCOPE_MAX_INFLATED_BYTES = env_int("KVSCOPE_MAX_INFLATED_BYTES", 64 * 1024**3, minimum=1)
 KVSCOPE_MAX_INFLATE_RATIO = env_int("KVSCOPE_MAX_INFLATE_RATIO", 200, minimum=1)
+# blank lines allowed beyond one per line with content before an ingest stops (0: any)
+KVSCOPE_MAX_BLANK_LINES = env_int("KVSCOPE_MAX_BLANK_LINES", 1_000_000, minimum=0)
 
 # --- Celery --------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
