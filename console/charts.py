@@ -125,10 +125,19 @@ def _curve_xy(report: dict) -> tuple[list[float], list[float]]:
     )
 
 
-def _recommended_text(rec: dict) -> str:
+def _recommended_text(report: dict) -> str:
+    rec = report["recommendation"]
+    # metrics.md section 8: with heads replicated (kv_heads < tp) or an MLA latent on every
+    # rank the replica keeps more than the model's bytes per token; say by how much, or
+    # the RAM figure would not follow from the curve's capacity
+    replica = rec.get("replica_kv_bytes_per_token") or 0
+    model = report.get("kv_bytes_per_token") or 0
+    copies = ""
+    if model and replica > model:
+        copies = f", ×{replica / model:.3g} on {rec['tp']} TP ranks"
     return (
         f"recommended {_gib_text(rec['capacity_bytes'])} GiB "
-        f"(+{_pct(rec['headroom']):g}% headroom → {_gib_text(rec['ram_bytes'])} GiB)"
+        f"(+{_pct(rec['headroom']):g}% headroom{copies} → {_gib_text(rec['ram_bytes'])} GiB)"
     )
 
 
@@ -198,7 +207,7 @@ def mrc_figure(report: dict) -> dict:
             mode="markers+text",
             name="recommended",
             uid="recommended",
-            text=[_recommended_text(rec)],
+            text=[_recommended_text(report)],
             textposition="bottom right",
             textfont={"color": PALETTE[1]},
             marker={"color": PALETTE[1], "size": 11, "line": {"color": "#fff", "width": 1.5}},
@@ -602,7 +611,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
                 legendgroup=f"r{i}",
                 showlegend=False,
                 marker={"color": colour, "size": 11, "line": {"color": "#fff", "width": 1.5}},
-                text=[_recommended_text(rec)],
+                text=[_recommended_text(report)],
                 meta=[label],
                 hovertemplate="%{meta[0]}<br>%{text}<br>%{y:.1f}% hit<extra></extra>",
             )

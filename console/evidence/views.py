@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -108,5 +107,4 @@ def evidence_runs_csv(request: HttpRequest) -> HttpResponse:
 def evidence_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
-    body = orjson.dumps(run.raw, option=orjson.OPT_INDENT_2)
-    return download(body, f"kvscope-run-{run.pk}.json", "application/json")
+    return download(exports.json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")
