@@ -61,9 +61,7 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     slo = Slo(**{k: data.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms")})
     grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     figures = {
-        f"tier-{i}": charts.evidence_heatmap(
-            name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms, _worst_ttft(grid)
-        )
+        f"tier-{i}": charts.evidence_heatmap(name, tier["rows"], grid["concurrencies"])
         for i, (name, tier) in enumerate(grid["tiers"].items())
     }
     if grid["tiers"]:
@@ -71,14 +69,6 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     return render(request, "console/evidence_matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures, "slo_is_default": not valid})  # fmt: skip
-
-
-def _worst_ttft(grid: dict) -> float | None:
-    """The highest p99 TTFT shown: one colour scale for every tier's heatmap."""
-    values = [cell["result"].p99("ttft") for tier in grid["tiers"].values()
-              for _, cells in tier["rows"] for cell in cells if cell]  # fmt: skip
-    values = [v for v in values if v is not None]
-    return max(values) if values else None
 
 
 @reader_required
