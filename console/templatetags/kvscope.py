@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 
 from django import template
+from django.templatetags.static import static
 
 from analysis.compare import window_name
+from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 
 register = template.Library()
 GIB = 1 << 30
@@ -159,3 +161,10 @@ def duration(value) -> str:
     if v < 3600:
         return f"{int(v // 60)} min {int(v % 60)} s"
     return f"{int(v // 3600)} h {int(v % 3600 // 60):02d} min"
+
+
+@register.simple_tag
+def plotly_src() -> str:
+    """The URL of plotly.js: versioned by the plotly release (and hashed in production),
+    so it may be cached for good."""
+    return static(PLOTLY_PATH)

@@ -4,6 +4,8 @@ generated logs. No database."""
 from __future__ import annotations
 
 import csv
+import gzip
+import importlib.metadata
 import io
 import json
 import math
@@ -14,8 +16,8 @@ import pytest
 from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest
 from analysis.budgets import ServingShape
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
-from console import charts, exports
-from console.staticfinders import PlotlyFinder
+from console import charts, exports, staticfinders
+from console.staticfinders import STATIC_PATH, PlotlyFinder, package_data_dir
 
 GIB = 2**30
 HASH_KEY = b"test-secret-0123456789"
@@ -320,29 +322,53 @@ def test_segments_csv_neutralises_formulas():
 # --- plotly.js finder ---------------------------------------------------------------------
 
 
-def test_finder_serves_plotly_js_only():
+@pytest.fixture
+def fresh_vendor_cache():
+    """find() keeps the copy it made for the process: forget it around the test."""
+    staticfinders._served.clear()
+    yield
+    staticfinders._served.clear()
+
+
+def test_finder_serves_plotly_js_only(settings, tmp_path, fresh_vendor_cache):
+    settings.KVSCOPE_VENDOR_CACHE = tmp_path / "vendor"
     finder = PlotlyFinder()
     assert finder.check() == []
-    found = finder.find("vendor/plotly/plotly.min.js")
-    assert found and Path(found).name == "plotly.min.js"
+    # one name, versioned by the installed plotly release
+    assert f"vendor/plotly/plotly-{importlib.metadata.version('plotly')}.min.js" == STATIC_PATH
+    source = package_data_dir() / "plotly.min.js"
+    found = finder.find(STATIC_PATH)
+    # found: a copy with its gzipped twin beside it (whitenoise serves the .gz)
+    assert found and Path(found) == tmp_path / "vendor" / STATIC_PATH.split("/", 1)[1]
+    assert Path(found).read_bytes() == source.read_bytes()
+    assert gzip.decompress(Path(found + ".gz").read_bytes()) == source.read_bytes()
     head = Path(found).read_text(encoding="utf-8", errors="replace")[:2000]
     assert "plotly.js v" in head
-    assert finder.find("vendor/plotly/plotly.min.js", find_all=True) == [found]
+    assert finder.find(STATIC_PATH, find_all=True) == [found]
+    assert finder.find("vendor/plotly/plotly.min.js") == []  # the unversioned name is gone
     assert finder.find("vendor/plotly/widgetbundle.js") == []
     assert finder.find("plotly.min.js") == []
     listed = list(finder.list([]))
-    assert [path for path, _ in listed] == ["plotly.min.js"]
+    assert [path for path, _ in listed] == [STATIC_PATH.split("/")[-1]]
     storage = listed[0][1]
     assert storage.prefix == "vendor/plotly"
-    assert Path(storage.path("plotly.min.js")) == Path(found)
+    # collectstatic copies the package's own file
+    assert Path(storage.path(listed[0][0])) == source
     assert list(finder.list(["*.js"])) == []
+
+
+def test_an_unwritable_vendor_cache_serves_the_package_file(settings, tmp_path, fresh_vendor_cache):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    settings.KVSCOPE_VENDOR_CACHE = blocker / "vendor"
+    assert PlotlyFinder().find(STATIC_PATH) == str(package_data_dir() / "plotly.min.js")
 
 
 def test_finder_accepts_the_deprecated_all_keyword():
     from django.utils.deprecation import RemovedInDjango61Warning
 
     with pytest.warns(RemovedInDjango61Warning):
-        found = PlotlyFinder().find("vendor/plotly/plotly.min.js", all=True)
+        found = PlotlyFinder().find(STATIC_PATH, all=True)
     assert len(found) == 1
 
 
@@ -353,7 +379,7 @@ def test_finder_through_django(settings):
         "django.contrib.staticfiles.finders.FileSystemFinder",
         "console.staticfinders.PlotlyFinder",
     ]
-    found = finders.find("vendor/plotly/plotly.min.js")
+    found = finders.find(STATIC_PATH)
     assert found and Path(found).is_file()
 
 
