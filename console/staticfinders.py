@@ -1,7 +1,4 @@
-"""A staticfiles finder for the plotly.js bundle that ships inside the plotly package.
-
-The console draws its charts with the plotly.js of the installed plotly.py (the version the
-figures are built for), served like any static file, with no CDN:
+"""A staticfiles finder for plotly.js: the console's charts need nothing else.
 
     STATICFILES_FINDERS = [
         "django.contrib.staticfiles.finders.FileSystemFinder",
@@ -14,45 +11,49 @@ and in a template:
     {% load kvscope %}
     <script src="{% plotly_src %}"></script>
 
-The file is exposed under a versioned name, `vendor/plotly/plotly-<version>.min.js`, so its
-URL changes with every plotly upgrade and browsers may cache it forever (4.8 MB; see
-console.middleware.StaticFilesMiddleware). collectstatic copies it (and, with whitenoise's
-manifest storage, hashes and gzips it) into STATIC_ROOT/vendor/plotly/. In development
-(whitenoise finding files through the finders) there is no collectstatic, so `find()`
-answers with a copy kept next to its gzipped twin in KVSCOPE_VENDOR_CACHE: whitenoise serves
-the .gz to browsers that accept gzip (~1.4 MB instead of 4.8). Only that one file of
-plotly/package_data/ is exposed. The package is located without importing it
-(console.charts is the only module that imports plotly).
+Which file. The figures are built by the installed plotly.py for the plotly.js it bundles
+(plotly/package_data/plotly.min.js, 4.8 MB, every trace type). The console draws only
+scatter, bar and heatmap traces, so it serves plotly.js's own *cartesian* bundle of that same
+release, kept in console/vendor/ (the npm package plotly.js-cartesian-dist-min, MIT; 1.5 MB:
+a browser parses and runs it in about a third of the time, which is most of a page's load).
+When the installed plotly.py bundles another plotly.js release than the vendored one, the
+full bundle of the package is served instead, and `manage.py check` warns (console.W001):
+update console/vendor/ to that release.
+
+How. The file is exposed under a versioned name, `vendor/plotly/plotly-cartesian-<plotly.js
+version>.min.js` (or `plotly-<version>.min.js` for the full bundle), so its URL changes with
+every release and browsers may cache it forever (console.middleware.StaticFilesMiddleware).
+collectstatic copies it (and, with whitenoise's manifest storage, hashes and gzips it) into
+STATIC_ROOT/vendor/plotly/. In development (whitenoise finding files through the finders)
+there is no collectstatic, so `find()` answers with a copy kept next to its gzipped twin in
+KVSCOPE_VENDOR_CACHE: whitenoise serves the .gz to browsers that accept gzip. plotly is
+located without importing it (console.charts is the only module that imports plotly).
 """
 
 from __future__ import annotations
 
 import gzip
-import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.staticfiles import finders, utils
-from django.core.checks import Error
+from django.core import checks
 from django.core.files.storage import FileSystemStorage
 
-SOURCE_NAME = "plotly.min.js"  # its name inside plotly/package_data
+PACKAGE_NAME = "plotly.min.js"  # the full bundle, inside plotly/package_data
+VENDORED = Path(__file__).resolve().parent / "vendor" / "plotly-cartesian.min.js"
+# the trace types of the cartesian bundle (its README); console.charts draws a subset
+CARTESIAN_TRACES = frozenset({
+    "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
+    "image", "pie", "scatter", "scatterternary", "violin",
+})  # fmt: skip
 STATIC_DIR = "vendor/plotly"
-
-
-def _plotly_version() -> str:
-    try:
-        return importlib.metadata.version("plotly")
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
-
-
-FILENAME = f"plotly-{_plotly_version()}.min.js"
-STATIC_PATH = f"{STATIC_DIR}/{FILENAME}"
+_VERSION = re.compile(rb"plotly\.js(?: \([^)]*\))? v(\d+\.\d+\.\d+\S*)")
 
 
 def package_data_dir() -> Path | None:
@@ -62,16 +63,46 @@ def package_data_dir() -> Path | None:
         return None
     for location in spec.submodule_search_locations:
         candidate = Path(location) / "package_data"
-        if (candidate / SOURCE_NAME).is_file():
+        if (candidate / PACKAGE_NAME).is_file():
             return candidate
     return None
 
 
+def js_version(path: Path) -> str | None:
+    """The plotly.js release a bundle declares in its first lines ("plotly.js v4.1.1",
+    "plotly.js (cartesian - minified) v4.1.1"), or None."""
+    try:
+        with open(path, "rb") as fh:
+            match = _VERSION.search(fh.read(512))
+    except OSError:
+        return None
+    return match[1].decode() if match else None
+
+
+def choose_bundle(vendored: Path, package_dir: Path | None) -> tuple[Path, str] | None:
+    """(file, versioned name): the vendored cartesian bundle when it is of the release
+    plotly.py bundles, else plotly.py's full bundle; None without plotly."""
+    if package_dir is None:
+        return None
+    full = package_dir / PACKAGE_NAME
+    release = js_version(full) or "unknown"
+    if vendored.is_file() and js_version(vendored) == release:
+        return vendored, f"plotly-cartesian-{release}.min.js"
+    return full, f"plotly-{release}.min.js"
+
+
+_chosen = choose_bundle(VENDORED, package_data_dir())
+SOURCE: Path | None = _chosen[0] if _chosen else None
+FILENAME = _chosen[1] if _chosen else "plotly.min.js"
+STATIC_PATH = f"{STATIC_DIR}/{FILENAME}"
+
+
 class _VersionedStorage(FileSystemStorage):
-    """plotly/package_data, where FILENAME (the versioned name) is SOURCE_NAME."""
+    """The chosen bundle's folder, where FILENAME (the versioned name) is the bundle."""
 
     def path(self, name: str) -> str:
-        return super().path(SOURCE_NAME if name == FILENAME else name)
+        assert SOURCE is not None
+        return super().path(SOURCE.name if name == FILENAME else name)
 
 
 _copy_lock = threading.Lock()
@@ -115,23 +146,36 @@ def compressed_copy(source: Path) -> Path | None:
 
 
 class PlotlyFinder(finders.BaseFinder):
-    """Finds `vendor/plotly/plotly-<version>.min.js`, plotly's bundled plotly.min.js."""
+    """Finds STATIC_PATH (`vendor/plotly/plotly-cartesian-<version>.min.js`): the bundle
+    choose_bundle() picked."""
 
     def __init__(self, app_names=None, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.location = package_data_dir()
+        self.location = SOURCE.parent if SOURCE is not None else None
         self.storage = None
         if self.location is not None:
             self.storage = _VersionedStorage(location=self.location)
             self.storage.prefix = STATIC_DIR  # collectstatic and whitenoise prepend it
 
     def check(self, **kwargs):
-        if self.location is None:
+        if SOURCE is None:
             return [
-                Error(
-                    f"plotly's {SOURCE_NAME} was not found: is plotly installed?",
+                checks.Error(
+                    f"plotly's {PACKAGE_NAME} was not found: is plotly installed?",
                     hint="pip install plotly (a dependency of kvscope)",
                     id="console.E001",
+                )
+            ]
+        if SOURCE != VENDORED:
+            release = js_version(SOURCE)
+            return [
+                checks.Warning(
+                    f"console/vendor/{VENDORED.name} is plotly.js {js_version(VENDORED)}, "
+                    f"not {release} (the release plotly.py bundles): the full 4.8 MB bundle "
+                    "is served instead",
+                    hint=f"replace it with plotly.js-cartesian-dist-min {release}'s "
+                    "plotly-cartesian.min.js",
+                    id="console.W001",
                 )
             ]
         return []
@@ -146,8 +190,7 @@ class PlotlyFinder(finders.BaseFinder):
             finders.searched_locations.append(str(self.location))
         if path.replace("\\", "/").lstrip("/") != STATIC_PATH:
             return []
-        source = self.location / SOURCE_NAME
-        match = str(compressed_copy(source) or source)
+        match = str(compressed_copy(SOURCE) or SOURCE)
         return [match] if find_all else match
 
     def list(self, ignore_patterns):
@@ -159,4 +202,7 @@ class PlotlyFinder(finders.BaseFinder):
         yield FILENAME, self.storage
 
 
-__all__ = ["STATIC_PATH", "PlotlyFinder", "compressed_copy", "package_data_dir"]
+__all__ = [
+    "CARTESIAN_TRACES", "SOURCE", "STATIC_PATH", "PlotlyFinder", "choose_bundle",
+    "compressed_copy", "js_version", "package_data_dir",
+]  # fmt: skip

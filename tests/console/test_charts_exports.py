@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.metadata
 import io
 import json
 import math
@@ -17,7 +16,13 @@ from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest
 from analysis.budgets import ServingShape
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
 from console import charts, exports, staticfinders
-from console.staticfinders import STATIC_PATH, PlotlyFinder, package_data_dir
+from console.staticfinders import (
+    STATIC_PATH,
+    PlotlyFinder,
+    choose_bundle,
+    js_version,
+    package_data_dir,
+)
 
 GIB = 2**30
 HASH_KEY = b"test-secret-0123456789"
@@ -334,16 +339,18 @@ def test_finder_serves_plotly_js_only(settings, tmp_path, fresh_vendor_cache):
     settings.KVSCOPE_VENDOR_CACHE = tmp_path / "vendor"
     finder = PlotlyFinder()
     assert finder.check() == []
-    # one name, versioned by the installed plotly release
-    assert f"vendor/plotly/plotly-{importlib.metadata.version('plotly')}.min.js" == STATIC_PATH
-    source = package_data_dir() / "plotly.min.js"
+    # one name, versioned by the plotly.js release plotly.py bundles; the cartesian bundle
+    release = js_version(package_data_dir() / "plotly.min.js")
+    assert release and f"vendor/plotly/plotly-cartesian-{release}.min.js" == STATIC_PATH
+    assert staticfinders.SOURCE == staticfinders.VENDORED
+    source = staticfinders.SOURCE
     found = finder.find(STATIC_PATH)
     # found: a copy with its gzipped twin beside it (whitenoise serves the .gz)
     assert found and Path(found) == tmp_path / "vendor" / STATIC_PATH.split("/", 1)[1]
     assert Path(found).read_bytes() == source.read_bytes()
     assert gzip.decompress(Path(found + ".gz").read_bytes()) == source.read_bytes()
     head = Path(found).read_text(encoding="utf-8", errors="replace")[:2000]
-    assert "plotly.js v" in head
+    assert f"plotly.js (cartesian - minified) v{release}" in head
     assert finder.find(STATIC_PATH, find_all=True) == [found]
     assert finder.find("vendor/plotly/plotly.min.js") == []  # the unversioned name is gone
     assert finder.find("vendor/plotly/widgetbundle.js") == []
@@ -352,16 +359,52 @@ def test_finder_serves_plotly_js_only(settings, tmp_path, fresh_vendor_cache):
     assert [path for path, _ in listed] == [STATIC_PATH.split("/")[-1]]
     storage = listed[0][1]
     assert storage.prefix == "vendor/plotly"
-    # collectstatic copies the package's own file
+    # collectstatic copies the bundle itself
     assert Path(storage.path(listed[0][0])) == source
     assert list(finder.list(["*.js"])) == []
 
 
-def test_an_unwritable_vendor_cache_serves_the_package_file(settings, tmp_path, fresh_vendor_cache):
+def test_an_unwritable_vendor_cache_serves_the_bundle_uncompressed(
+    settings, tmp_path, fresh_vendor_cache
+):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     settings.KVSCOPE_VENDOR_CACHE = blocker / "vendor"
-    assert PlotlyFinder().find(STATIC_PATH) == str(package_data_dir() / "plotly.min.js")
+    assert PlotlyFinder().find(STATIC_PATH) == str(staticfinders.SOURCE)
+
+
+def test_another_plotly_release_falls_back_to_the_full_bundle(tmp_path):
+    package = tmp_path / "package_data"
+    package.mkdir()
+    (package / "plotly.min.js").write_text("/**\n* plotly.js v9.0.0\n*/\n")
+    vendored = tmp_path / "plotly-cartesian.min.js"
+    vendored.write_text("/**\n* plotly.js (cartesian - minified) v4.1.1\n*/\n")
+    assert choose_bundle(vendored, package) == (package / "plotly.min.js", "plotly-9.0.0.min.js")
+    vendored.write_text("/**\n* plotly.js (cartesian - minified) v9.0.0\n*/\n")
+    assert choose_bundle(vendored, package) == (vendored, "plotly-cartesian-9.0.0.min.js")
+    assert choose_bundle(tmp_path / "missing.js", package)[0] == package / "plotly.min.js"
+    assert choose_bundle(vendored, None) is None
+
+
+def test_every_trace_the_console_draws_is_in_the_cartesian_bundle(report, trace_report):
+    from analysis.evidence import Run, Schedule, parse_result, side_by_side
+    from tests.analysis.test_evidence import vllm_result
+
+    result = parse_result(vllm_result())
+    cell = {"result": result, "misses": []}
+    grid = {"concurrencies": [4], "tiers": {"none": {"rows": [(8192, [cell])]}}}
+    schedule = Schedule(8192, 4)
+    [group] = side_by_side([(schedule, Run("off", False, False, result)),
+                            (schedule, Run("on", True, False, result))])  # fmt: skip
+    figures = [*charts.report_figures(report).values(),
+               *charts.report_figures(trace_report).values(),
+               charts.compare_figure([("a", report), ("b", trace_report)]),
+               charts.evidence_heatmap("none", [(8192, [cell])], [4]),
+               charts.evidence_lines(grid, 2000.0),
+               charts.ttft_side_by_side(group)]  # fmt: skip
+    types = {trace.get("type", "scatter") for fig in figures for trace in fig["data"]}
+    assert types == {"scatter", "bar", "heatmap"}
+    assert types <= staticfinders.CARTESIAN_TRACES
 
 
 def test_finder_accepts_the_deprecated_all_keyword():
