@@ -440,3 +440,21 @@ def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
     assert below and all(p["resolved"] is False for p in below)
     trace = next(t for t in mrc_figure(report)["data"] if t.get("uid") == "unresolved")
     assert trace["x"] == [p["capacity_bytes"] / 2**30 for p in below]
+
+
+def test_numeric_y_axes_skip_plotlys_second_layout_pass(report):
+    # automargin on an axis makes plotly.js lay a chart out twice (half its drawing time):
+    # only category axes, whose labels vary in length, keep it
+    from analysis.evidence import parse_result
+    from tests.analysis.test_evidence import vllm_result
+
+    cell = {"result": parse_result(vllm_result()), "misses": []}
+    figures = [*charts.report_figures(report).values(),
+               charts.evidence_heatmap("none", [(8192, [cell])], [4])]  # fmt: skip
+    seen = set()
+    for fig in figures:
+        for name, axis in fig["layout"].items():
+            if name.startswith("yaxis"):
+                seen.add(axis.get("type"))
+                assert axis["automargin"] is (axis.get("type") == "category"), (name, axis)
+    assert "category" in seen and len(seen) > 1

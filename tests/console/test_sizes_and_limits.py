@@ -102,6 +102,9 @@ def test_heads_fewer_than_ranks_are_sized_per_rank_on_the_page_and_in_every_down
     other = _analyze(client, upload, tp="2")
     compare = client.get(reverse("compare"), {"a": [analysis.pk, other.pk]}).content.decode()
     assert bytes_h(16 * per_rank) in compare and bytes_h(per_rank) in compare
+    # per rank per token: 16,384 bytes at tp 16, 65,536 at tp 2 (4 of the 8 heads)
+    assert "KV bytes per token per rank" in compare
+    assert bytes_h(16_384) in compare and bytes_h(32 * 4 * 128 * 2 * 2) in compare
 
 
 def test_mla_on_the_page(client, upload):
