@@ -111,21 +111,21 @@ print(Analysis.objects.get(upload=u, status="done").pk)
         what = ("runserver, DEBUG=1" if mode == "dev"
                 else "gunicorn gthread 1x4, DEBUG=0, collectstatic")  # fmt: skip
         print(f"pageload [{mode}: {what}] analysis {analysis_id} of the bundled sample")
-        print(f"  {'':<30} {'best':>7} {'median':>7}")
+        print(f"  {'':<34} {'best':>7} {'median':>7}")
         for label, gzip in (("HTTP, HTML + scripts", True), ("HTTP, no gzip accepted", False)):
             runs = [_load(opener, page, gzip=gzip) for _ in range(repeat)]
             ms = [r[0] * 1000 for r in runs]
-            print(f"  {label:<30} {min(ms):7.0f} {statistics.median(ms):7.0f} ms  "
+            print(f"  {label:<34} {min(ms):7.0f} {statistics.median(ms):7.0f} ms  "
                   f"{runs[0][1] / 1e6:5.2f} MB on the wire, {runs[0][2]} files")  # fmt: skip
         if CHROMIUM.exists():
-            print(f"  {'':<30} {'first paint':>16} {'first chart':>16} {'every chart':>16}"
+            print(f"  {'':<34} {'first paint':>16} {'first chart':>16} {'every chart':>16}"
                   "  (ms, best / median)")  # fmt: skip
             for label, views in _browser(base, page, session, repeat).items():
                 cells = []
                 for key in ("fcp", "first", "all"):
                     ms = [v[key] for v in views]
                     cells.append(f"{min(ms):7.0f} / {statistics.median(ms):<6.0f}")
-                print(f"  {label:<30} {' '.join(cells)}")
+                print(f"  {label:<34} {' '.join(cells)}")
         else:
             print(f"  (no {CHROMIUM}: browser timings skipped)")
     finally:
