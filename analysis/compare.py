@@ -14,6 +14,8 @@ HEADLINES = (
     ("capacity_bytes", "Capacity reaching the target", "bytes"),
     ("ram_bytes", "Recommended RAM (with headroom)", "bytes"),
     ("per_rank_bytes", "Recommended RAM per rank", "bytes"),
+    # metrics.md section 8: differs between layouts when heads are replicated or MLA
+    ("per_rank_kv_bytes_per_token", "KV bytes per token per rank", "bytes"),
 )
 
 
@@ -35,6 +37,8 @@ def headline(report: dict) -> dict:
         "capacity_bytes": rec["capacity_bytes"],
         "ram_bytes": rec["ram_bytes"],
         "per_rank_bytes": rec["per_rank_bytes"],
+        # reports from before #12 lack it
+        "per_rank_kv_bytes_per_token": rec.get("per_rank_kv_bytes_per_token"),
     }
     for window in report["windows"]:
         values[f"hit_{window['window_s']:g}"] = window["hit_ratio"]

@@ -98,6 +98,7 @@ class AnalysisParams:
             raise ValueError("headroom must be >= 0")
         if self.tp < 1:
             raise ValueError("tp must be at least 1")
+        self.profile.check_tp(self.tp)
         if self.shards_rate is not None and not 0 < self.shards_rate <= 1:
             raise ValueError("the SHARDS sampling rate must be in (0, 1]")
         if self.min_reuses < 1:
@@ -187,7 +188,7 @@ def analyze(
         cum = hit_tokens_by_capacity(dist, tokens, eligible)
         del dist
     advance()
-    recommendation = _recommend(cum, total_tokens, slot_bytes, params)
+    recommendation = _recommend(cum, total_tokens, stream.block_tokens, params)
     capacities = curve_capacities(int(cum.size - 1), extra=(recommendation.capacity_slots,))
     mrc = [
         {
@@ -231,8 +232,13 @@ def analyze(
         ingest_stats=dict(stream.stats),
     )
     if params.serving is not None:
+        # the active sequences' KV on the GPUs is held the same way as host blocks: per rank
+        # by section 8's rule, so a replica holds per-rank bytes * tp
         report.budgets = memory_budgets(
-            params.serving, params.profile, kv_per_token, recommendation.ram_bytes
+            params.serving,
+            params.profile,
+            recommendation.replica_kv_bytes_per_token,
+            recommendation.ram_bytes,
         )
     if occ is not None and kinds is not None:
         report.top_segments = _top_segments(stream, occ, kinds, params)
@@ -277,19 +283,25 @@ def _ref_tokens(stream: BlockStream) -> int:
 
 
 def _recommend(
-    cum: np.ndarray, total_tokens: int, slot_bytes: int, params: AnalysisParams
+    cum: np.ndarray, total_tokens: int, block_tokens: int, params: AnalysisParams
 ) -> Recommendation:
-    """Smallest capacity reaching `target` of the ceiling, plus headroom, split over TP."""
+    """Smallest capacity reaching `target` of the ceiling (section 4), plus headroom, held
+    per tensor-parallel rank by section 8's rule: a rank keeps max(1, kv_heads // tp) heads
+    (MLA: the whole latent) of each of those slots, and the replica tp times that."""
     ceiling_tokens = int(cum[-1])
     need = params.target * ceiling_tokens
     # relative tolerance: target * ceiling is a float, token sums are exact
     slots = int(np.searchsorted(cum, need * (1 - 1e-12), side="left"))
     slots = min(slots, cum.size - 1)
-    capacity = slots * slot_bytes
+    capacity = slots * block_tokens * params.profile.kv_bytes_per_token(params.kv_dtype)
+    rank_per_token = params.profile.kv_bytes_per_token_per_rank(params.tp, params.kv_dtype)
     # exact decimal arithmetic: 200 * (1 + 0.1) in floats is 220.00000000000003, and the
     # ceiling of that would ask for a byte more than capacity * (1 + headroom)
-    ram = math.ceil(capacity * (1 + Fraction(str(params.headroom))))
-    per_rank = -(-ram // params.tp)
+    per_rank = math.ceil(
+        slots * block_tokens * rank_per_token * (1 + Fraction(str(params.headroom)))
+    )
+    # the replica total is exactly per rank * tp (exports divide it back by tp)
+    ram = per_rank * params.tp
     host = None
     if params.host is not None:
         available = params.host.available()
@@ -305,6 +317,8 @@ def _recommend(
         capacity_slots=slots,
         ram_bytes=ram,
         per_rank_bytes=per_rank,
+        per_rank_kv_bytes_per_token=rank_per_token,
+        replica_kv_bytes_per_token=rank_per_token * params.tp,
         hit_ratio=int(cum[slots]) / total_tokens if total_tokens else 0.0,
         ceiling=ceiling_tokens / total_tokens if total_tokens else 0.0,
         target=params.target,

@@ -1,7 +1,10 @@
-"""KV-cache profiles: bytes of KV per token for a model (metrics.md section 5).
+"""KV-cache profiles: bytes of KV per token for a model (metrics.md section 5), and what
+each tensor-parallel rank keeps of it (section 8, "Per TP rank").
 
 kv_bytes_per_token = layers * kv_heads * head_dim * 2 * bytes_per_element   (GQA/MHA)
 kv_bytes_per_token = layers * (kv_lora_rank + qk_rope_head_dim) * bytes      (MLA)
+per rank, at tp ranks: layers * max(1, kv_heads // tp) * head_dim * 2 * bytes
+                       (MLA: layers * latent * bytes); a replica holds that * tp
 """
 
 from __future__ import annotations
@@ -33,11 +36,42 @@ class KVProfile:
             return self.layers * self.mla_latent
         return self.layers * self.kv_heads * self.head_dim * 2
 
-    def kv_bytes_per_token(self, dtype: str | None = None) -> int:
+    def element_bytes(self, dtype: str | None = None) -> int:
         kv_dtype = dtype or self.dtype
         if kv_dtype not in DTYPE_BYTES:
             raise ValueError(f"unknown KV dtype {kv_dtype!r} (known: {', '.join(DTYPE_BYTES)})")
-        return self.elements_per_token * DTYPE_BYTES[kv_dtype]
+        return DTYPE_BYTES[kv_dtype]
+
+    def kv_bytes_per_token(self, dtype: str | None = None) -> int:
+        return self.elements_per_token * self.element_bytes(dtype)
+
+    def check_tp(self, tp: int) -> None:
+        """vLLM's rule: KV heads are split evenly over the ranks while there are enough
+        (kv_heads % tp == 0), replicated past that (tp % kv_heads == 0); any other tp
+        leaves ranks with unequal heads, which no engine serves. MLA latents are whole on
+        every rank, so any tp is fine."""
+        if tp < 1:
+            raise ValueError("tp must be at least 1")
+        if self.mla_latent or not self.kv_heads:
+            return
+        if self.kv_heads % tp and tp % self.kv_heads:
+            raise ValueError(
+                f"{tp} tensor-parallel ranks cannot share {self.kv_heads} KV heads: tp must "
+                f"divide {self.kv_heads} or be a multiple of it"
+            )
+
+    def kv_bytes_per_token_per_rank(self, tp: int = 1, dtype: str | None = None) -> int:
+        """Bytes of KV one tensor-parallel rank keeps per token (metrics.md section 8)."""
+        self.check_tp(tp)
+        per_element = self.element_bytes(dtype)
+        if self.mla_latent:  # every rank keeps the whole latent
+            return self.layers * self.mla_latent * per_element
+        return self.layers * max(1, self.kv_heads // tp) * self.head_dim * 2 * per_element
+
+    def replica_kv_bytes_per_token(self, tp: int = 1, dtype: str | None = None) -> int:
+        """Bytes of KV a replica of tp ranks keeps per token: per rank * tp. More than the
+        model's bytes per token for MLA and for kv_heads < tp (metrics.md section 8)."""
+        return self.kv_bytes_per_token_per_rank(tp, dtype) * tp
 
     def to_dict(self) -> dict:
         return {

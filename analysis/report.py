@@ -47,6 +47,11 @@ class Recommendation:
     tp: int
     lifetime_s: float | None
     host: HostBudgetCheck | None = None
+    # metrics.md section 8: what one TP rank and the whole replica keep per token; the
+    # replica's is the model's bytes per token unless heads are replicated (kv_heads < tp)
+    # or the model is MLA (every rank keeps the whole latent)
+    per_rank_kv_bytes_per_token: int = 0
+    replica_kv_bytes_per_token: int = 0
 
 
 @dataclass

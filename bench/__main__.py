@@ -1,4 +1,4 @@
-"""kvscope benchmarks: python -m bench {mrc,trace,chat,longline,blanklines,...} [options]
+"""kvscope benchmarks: python -m bench {mrc,trace,chat,longline,blanklines,pageload,...} [options]
 
 Each benchmark generates its input deterministically, runs the real code paths, and prints
 wall time, throughput and peak RSS. Whole-process figures come from os.wait4 on a child
@@ -453,6 +453,12 @@ def bench_parallel(args) -> None:
     )
 
 
+def bench_pageload(args) -> None:
+    from bench.pageload import run
+
+    run(["dev", "prod"] if args.mode == "both" else [args.mode], args.runs, args.workdir)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -513,6 +519,10 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("replay", help="replay-trace page summary and export, stored stream")
     p.add_argument("--requests", type=int, default=1_000_000)
     p.add_argument("--workdir")
+    p = sub.add_parser("pageload", help="the first analysis page: HTML + scripts, browser")
+    p.add_argument("--mode", choices=("dev", "prod", "both"), default="both")
+    p.add_argument("--runs", type=int, default=5, help="timed loads, median shown")
+    p.add_argument("--workdir")
     args = parser.parse_args(argv)
     global REPEAT
     REPEAT = max(1, args.repeat)
@@ -531,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         "longline-once": bench_longline_once,
         "blanklines": bench_blanklines,
         "blanklines-once": bench_blanklines_once,
+        "pageload": bench_pageload,
     }
     if not args.what.endswith("-once"):
         print(f"# {machine()} · {time.strftime('%Y-%m-%d %H:%M')}")

@@ -112,6 +112,11 @@ def _layout(fig: go.Figure, title: str, **kwargs: Any) -> None:
         "font": {"size": 12, "color": INK},
     }
     fig.update_layout({**layout, **kwargs})
+    # plotly_white turns automargin on for every axis, and each automargined axis makes
+    # plotly.js lay the chart out a second time: half of a chart's drawing time. Numeric
+    # y axes fit the fixed left margin (their ticks are short: %, GiB, 10k); category
+    # axes (route names, tiers, context lengths) keep automargin, as their labels vary.
+    fig.for_each_yaxis(lambda axis: axis.update(automargin=axis.type == "category"))
 
 
 # --- figures ------------------------------------------------------------------------------
@@ -125,10 +130,19 @@ def _curve_xy(report: dict) -> tuple[list[float], list[float]]:
     )
 
 
-def _recommended_text(rec: dict) -> str:
+def _recommended_text(report: dict) -> str:
+    rec = report["recommendation"]
+    # metrics.md section 8: with heads replicated (kv_heads < tp) or an MLA latent on every
+    # rank the replica keeps more than the model's bytes per token; say by how much, or
+    # the RAM figure would not follow from the curve's capacity
+    replica = rec.get("replica_kv_bytes_per_token") or 0
+    model = report.get("kv_bytes_per_token") or 0
+    copies = ""
+    if model and replica > model:
+        copies = f", ×{replica / model:.3g} on {rec['tp']} TP ranks"
     return (
         f"recommended {_gib_text(rec['capacity_bytes'])} GiB "
-        f"(+{_pct(rec['headroom']):g}% headroom → {_gib_text(rec['ram_bytes'])} GiB)"
+        f"(+{_pct(rec['headroom']):g}% headroom{copies} → {_gib_text(rec['ram_bytes'])} GiB)"
     )
 
 
@@ -198,7 +212,7 @@ def mrc_figure(report: dict) -> dict:
             mode="markers+text",
             name="recommended",
             uid="recommended",
-            text=[_recommended_text(rec)],
+            text=[_recommended_text(report)],
             textposition="bottom right",
             textfont={"color": PALETTE[1]},
             marker={"color": PALETTE[1], "size": 11, "line": {"color": "#fff", "width": 1.5}},
@@ -602,7 +616,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
                 legendgroup=f"r{i}",
                 showlegend=False,
                 marker={"color": colour, "size": 11, "line": {"color": "#fff", "width": 1.5}},
-                text=[_recommended_text(rec)],
+                text=[_recommended_text(report)],
                 meta=[label],
                 hovertemplate="%{meta[0]}<br>%{text}<br>%{y:.1f}% hit<extra></extra>",
             )
@@ -638,16 +652,27 @@ __all__ = [
 ]
 
 
-def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: float | None,
-                     worst_ms: float | None = None) -> dict:  # fmt: skip
-    """p99 TTFT of one tier's runs: context length (rows) x concurrency (columns), on one
-    colour scale for every tier (twice the SLO, or the worst run shown without one)."""
-    z, text = [], []
+PASS_COLOUR, FAIL_COLOUR = "#2e7d32", "#c62828"
+
+
+def evidence_heatmap(tier: str, rows: list, concurrencies: list[int]) -> dict:
+    """One tier's runs, context length (rows) x concurrency (columns), each cell coloured
+    pass or fail against every objective the page checks (the cell's "misses", from
+    analysis.evidence.Slo.misses: p99 TTFT, TPOT, ITL, failed requests), as the table and
+    the boundary judge it; the text shows the cell's p99 TTFT. Colouring by TTFT alone drew
+    a run that breaks only the ITL objective green."""
+    z, text, hover = [], [], []
     for _, cells in rows:
-        z.append([c["result"].p99("ttft") if c else None for c in cells])
+        z.append([None if not c else (1 if c["misses"] else 0) for c in cells])
         text.append([
-            "" if not c or c["result"].p99("ttft") is None
-            else f"{c['result'].p99('ttft'):,.0f} ms" + (" ✗" if c["misses"] else " ✓")
+            "" if not c else (f"{c['result'].p99('ttft'):,.0f} ms"
+                              if c["result"].p99("ttft") is not None else "—")
+            + (" ✗" if c["misses"] else " ✓")
+            for c in cells
+        ])  # fmt: skip
+        hover.append([
+            "" if not c else ("breaks " + ", ".join(c["misses"]) if c["misses"]
+                              else "inside the SLO")
             for c in cells
         ])  # fmt: skip
     fig = go.Figure(
@@ -656,15 +681,19 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int], limit_ms: 
             x=[str(n) for n in concurrencies],
             y=[f"{context:,}" for context, _ in rows],
             text=text,
+            customdata=hover,
             texttemplate="%{text}",
-            colorscale=[[0, "#2e7d32"], [0.5, "#f9a825"], [1, "#c62828"]],
+            # two colours, split at the middle: 0 = inside every objective, 1 = breaks one
+            colorscale=[[0, PASS_COLOUR], [0.5, PASS_COLOUR], [0.5, FAIL_COLOUR],
+                        [1, FAIL_COLOUR]],
             zmin=0,
-            zmax=(2 * limit_ms) if limit_ms else worst_ms,
-            colorbar={"title": "p99 TTFT (ms)"},
-            hovertemplate="context %{y} tokens, concurrency %{x}: %{z:,.0f} ms<extra></extra>",
+            zmax=1,
+            colorbar={"title": "SLO", "tickvals": [0.25, 0.75], "ticktext": ["pass", "fail"]},
+            hovertemplate="context %{y} tokens, concurrency %{x}: p99 TTFT %{text}"
+                          "<br>%{customdata}<extra></extra>",
         )
-    )
-    _layout(fig, f"p99 TTFT — {tier}", xaxis={"title": "concurrency", "type": "category"},
+    )  # fmt: skip
+    _layout(fig, f"SLO pass / fail — {tier}", xaxis={"title": "concurrency", "type": "category"},
             yaxis={"title": "context (tokens)", "type": "category"})  # fmt: skip
     return _to_dict(fig)
 

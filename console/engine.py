@@ -3,6 +3,7 @@ values -> AnalysisParams. No arithmetic here beyond GiB -> bytes; the engine com
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from django.conf import settings
@@ -46,8 +47,19 @@ def ingest_options(
     )
 
 
+# beyond this many bytes (8 EiB) a size no longer fits the 64-bit integers reports store
+_MAX_BYTES = 2**63 - 1
+
+
 def _gib(value: float | None) -> int | None:
-    return None if value is None else round(value * GIB)
+    """GiB -> bytes; a ValueError (the command line's one-line reason) past 64-bit bytes:
+    round() of 1e308 GiB would raise OverflowError instead."""
+    if value is None:
+        return None
+    nbytes = value * GIB
+    if not math.isfinite(nbytes) or abs(nbytes) > _MAX_BYTES:
+        raise ValueError(f"{value:g} GiB is out of range (at most {_MAX_BYTES // GIB:,} GiB)")
+    return round(nbytes)
 
 
 def analysis_params(

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 from collections.abc import Iterable
+
+import orjson
 
 GIB = 2**30
 
@@ -94,7 +98,29 @@ def segments_csv(report: dict) -> str:
     return _write(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv"]
+__all__ = ["curve_csv", "json_file", "segment_columns", "segments_csv", "series_csv"]
+
+
+def _no_infinities(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no infinity; orjson writes null for it too
+    if isinstance(value, dict):
+        return {k: _no_infinities(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_infinities(v) for v in value]
+    return value
+
+
+def json_file(data: object) -> bytes:
+    """A stored report (or any stored JSON) as an indented JSON file. orjson is fast but
+    stops at integers past 64 bits, which a report stored before the form had bounds may
+    hold (10^30 reuses): those files are written by the standard library instead, every
+    integer exact and non-finite floats as null, as orjson writes them."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+    except orjson.JSONEncodeError:
+        text = json.dumps(_no_infinities(data), indent=2, ensure_ascii=False, allow_nan=False)
+        return text.encode()
 
 
 RUN_LATENCIES = tuple(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 
 from django import forms
 from django.utils import timezone
@@ -12,7 +13,7 @@ from django.utils import timezone
 from analysis.budgets import WEIGHT_DTYPE_BYTES
 from analysis.ingest import DEFAULT_BLOCK_TOKENS
 from analysis.offload import DEFAULT_PCIE, DEFAULT_PREFILL_TOKENS_PER_S, PCIE_GB_S
-from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
+from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
 from console.sniff import refusal
@@ -173,13 +174,29 @@ class UploadForm(forms.Form):
         return data
 
 
+# Upper bounds of the analysis form. Past them a number means nothing for a serving node and
+# could overflow what the engine stores (64-bit integers of bytes, microseconds); within
+# them every product the engine forms stays below 2**63 (e.g. 65,536 sequences * 10 M
+# tokens * 64 ranks of DeepSeek-V3's 70,272 bytes per token is ~3e18).
+MAX_SECONDS = 1e9  # ~31 years, for windows and lifetimes
+MAX_HOST_GIB = 1024**2  # 1 PiB of host RAM or of any reserve
+MAX_GPU_GIB = 4096  # per GPU
+MAX_PARAMS_B = 100_000  # 100 T parameters
+MAX_SEQUENCES = 65_536
+MAX_CONTEXT_TOKENS = 10 * 1024**2
+MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
+
+
 def _windows(value: str) -> list[float]:
     try:
         windows = [float(part) for part in value.replace(",", " ").split()]
     except ValueError:
         raise forms.ValidationError("Windows are seconds, e.g. “300 3600 86400”.") from None
-    if not windows or any(w <= 0 for w in windows):
+    # float() reads "inf" and "nan" too: neither is a window
+    if not windows or any(not math.isfinite(w) or w <= 0 for w in windows):
         raise forms.ValidationError("Give one or more positive windows in seconds.")
+    if max(windows) > MAX_SECONDS:
+        raise forms.ValidationError(f"A window is at most {MAX_SECONDS:,.0f} s (about 31 years).")
     if len(windows) > 6:
         raise forms.ValidationError("At most 6 windows.")
     return sorted(set(windows))
@@ -209,6 +226,7 @@ class AnalysisForm(forms.Form):
     lifetime = forms.FloatField(
         required=False,
         min_value=1,
+        max_value=MAX_SECONDS,
         label="Block lifetime (s)",
         help_text="Leave empty for no lifetime.",
     )
@@ -217,29 +235,43 @@ class AnalysisForm(forms.Form):
     )
     headroom = forms.FloatField(initial=0.1, min_value=0, max_value=5, label="Headroom")
     tp = forms.IntegerField(initial=1, min_value=1, max_value=64, label="Tensor-parallel ranks")
-    min_reuses = forms.IntegerField(initial=2, min_value=1, label="Reuses to call a segment hot")
-    doc_min_tokens = forms.IntegerField(
-        initial=512, min_value=1, label="Tokens for a message to count as a document"
+    min_reuses = forms.IntegerField(
+        initial=2, min_value=1, max_value=MAX_COUNT, label="Reuses to call a segment hot"
     )
-    host_ram_gib = forms.FloatField(required=False, min_value=0, label="Host RAM (GiB)")
-    gpu_memory_gib = forms.FloatField(required=False, min_value=1, label="GPU memory (GiB)")
+    doc_min_tokens = forms.IntegerField(
+        initial=512,
+        min_value=1,
+        max_value=MAX_COUNT,
+        label="Tokens for a message to count as a document",
+    )
+    host_ram_gib = forms.FloatField(
+        required=False, min_value=0, max_value=MAX_HOST_GIB, label="Host RAM (GiB)"
+    )
+    gpu_memory_gib = forms.FloatField(
+        required=False, min_value=1, max_value=MAX_GPU_GIB, label="GPU memory (GiB)"
+    )
     weight_dtype = forms.ChoiceField(
         choices=[(d, d) for d in WEIGHT_DTYPE_BYTES], initial="bf16", label="Weight dtype"
     )
     params_b = forms.FloatField(
         required=False,
         min_value=0.01,
+        max_value=MAX_PARAMS_B,
         label="Parameters (billions)",
         help_text="Empty: the preset's.",
     )
-    concurrent_sequences = forms.IntegerField(initial=32, min_value=0, label="Concurrent sequences")
-    context_tokens = forms.IntegerField(initial=8192, min_value=0, label="Context per sequence")
+    concurrent_sequences = forms.IntegerField(
+        initial=32, min_value=0, max_value=MAX_SEQUENCES, label="Concurrent sequences"
+    )
+    context_tokens = forms.IntegerField(
+        initial=8192, min_value=0, max_value=MAX_CONTEXT_TOKENS, label="Context per sequence"
+    )
 
     def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         for name, label in RESERVE_LABELS.items():
             self.fields[f"reserve_{name}_gib"] = forms.FloatField(
-                required=False, min_value=0, label=f"{label} (GiB)"
+                required=False, min_value=0, max_value=MAX_HOST_GIB, label=f"{label} (GiB)"
             )
         sizes = block_sizes or [256]
         self.fields["block_tokens"].choices = [(b, str(b)) for b in sizes]
@@ -260,6 +292,19 @@ class AnalysisForm(forms.Form):
         except (ValueError, ProfileError, UnicodeDecodeError) as exc:
             raise forms.ValidationError(f"Not a usable config.json: {exc}") from None
         return config
+
+    def clean(self):
+        data = super().clean()
+        # the ranks must share the model's KV heads evenly (metrics.md section 8): said at
+        # the tp field rather than as a failed analysis
+        tp, config = data.get("tp"), data.get("model_config")
+        if tp is not None and "tp" not in self.errors and (config or data.get("model")):
+            try:
+                profile = parse_model_config(config) if config else preset(data["model"])
+                profile.check_tp(tp)
+            except (ProfileError, ValueError) as exc:
+                self.add_error("tp", str(exc))
+        return data
 
     def params(self) -> dict:
         """The cleaned values as JSON-ready parameters (console.engine reads them)."""

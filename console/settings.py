@@ -31,13 +31,19 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # runserver leaves static files to whitenoise (compressed plotly.js, cache headers), as
+    # gunicorn does in production, instead of serving them itself
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "console",
 ]
 
 MIDDLEWARE = [
+    # first, so that every response gets the header, static files and errors too
+    "console.middleware.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # whitenoise, with plotly.js immutable under its versioned name in development too
+    "console.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,6 +112,9 @@ STATICFILES_FINDERS = [
 # the collected, hashed and compressed copies (python manage.py collectstatic).
 WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
+# Development only: plotly.js and its gzipped copy, made once from the installed package
+# (console.staticfinders), as collectstatic does for production.
+KVSCOPE_VENDOR_CACHE = DATA_DIR / "static-vendor"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -261,6 +270,15 @@ USE_TZ = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"expected_refusals": {"()": "console.logfilters.ExpectedRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # Django's default config gives "django" a console handler of its own (DEBUG only)
+        # and mail_admins (no ADMINS here): every django.* record was printed twice, once
+        # there and once by the root's handler it propagates to. One handler: the root's.
+        "django": {"handlers": [], "level": "INFO"},
+        # a 403 or 404 is one warning line, without the exception's traceback
+        "django.request": {"filters": ["expected_refusals"]},
+    },
 }

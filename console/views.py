@@ -3,7 +3,6 @@ Nothing is recomputed per page view: reports are read from the Analysis rows."""
 
 from __future__ import annotations
 
-import orjson
 from django.conf import settings
 from django.contrib import messages
 from django.db import DatabaseError, connection
@@ -302,8 +301,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     analysis = get_object_or_404(Analysis, pk=pk, status=JobStatus.DONE)
     stem = f"kvscope-analysis-{analysis.pk}"
     if what == "report.json":
-        data = orjson.dumps(analysis.report, option=orjson.OPT_INDENT_2)
-        return download(data, f"{stem}.json", "application/json")
+        return download(exports.json_file(analysis.report), f"{stem}.json", "application/json")
     builders = {
         "curve.csv": exports.curve_csv,
         "series.csv": exports.series_csv,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -66,9 +65,7 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     slo = Slo(**{k: data.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms")})
     grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     figures = {
-        f"tier-{i}": charts.evidence_heatmap(
-            name, tier["rows"], grid["concurrencies"], slo.p99_ttft_ms, _worst_ttft(grid)
-        )
+        f"tier-{i}": charts.evidence_heatmap(name, tier["rows"], grid["concurrencies"])
         for i, (name, tier) in enumerate(grid["tiers"].items())
     }
     if grid["tiers"]:
@@ -76,14 +73,6 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     return render(request, "console/evidence_matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures, "slo_is_default": not valid})  # fmt: skip
-
-
-def _worst_ttft(grid: dict) -> float | None:
-    """The highest p99 TTFT shown: one colour scale for every tier's heatmap."""
-    values = [cell["result"].p99("ttft") for tier in grid["tiers"].values()
-              for _, cells in tier["rows"] for cell in cells if cell]  # fmt: skip
-    values = [v for v in values if v is not None]
-    return max(values) if values else None
 
 
 @reader_required
@@ -112,5 +101,4 @@ def evidence_runs_csv(request: HttpRequest) -> HttpResponse:
 def evidence_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
-    body = orjson.dumps(run.raw, option=orjson.OPT_INDENT_2)
-    return download(body, f"kvscope-run-{run.pk}.json", "application/json")
+    return download(exports.json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")

@@ -1,27 +1,58 @@
-"""Display filters: human units (GiB, %, thousands separators). Formatting only."""
+"""Display filters: human units (GiB, %, thousands separators). Formatting only.
+
+A stored report may hold values no page should meet (1e308 GiB entered before the form had
+bounds, an integer past any float, inf read back from SQLite): every numeric filter shows
+them as "out of range" instead of raising (a 500 on the page)."""
 
 from __future__ import annotations
 
+import math
+
 from django import template
+from django.templatetags.static import static
 
 from analysis.compare import window_name
+from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 
 register = template.Library()
 GIB = 1 << 30
+OUT_OF_RANGE = "out of range"
+
+
+def _finite(value) -> float | None:
+    """value as a finite float, or None (not a number, inf, nan, or past a float)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 @register.filter
 def gib(value, digits: int = 2) -> str:
     if value is None or value == "":
         return "—"
-    return f"{value / GIB:,.{digits}f} GiB"
+    number = _finite(value)
+    if number is None:
+        return OUT_OF_RANGE
+    return f"{number / GIB:,.{digits}f} GiB"
+
+
+@register.filter
+def gib_abs(value, digits: int = 2) -> str:
+    """The size without its sign, for sentences that carry the sign in words ("short by
+    4,565.36 GiB", never "short by -4,565.36 GiB")."""
+    number = _finite(value) if value not in (None, "") else None
+    return gib(abs(number), digits) if number is not None else gib(value, digits)
 
 
 @register.filter
 def bytes_h(value) -> str:
     if value is None:
         return "—"
-    n = float(value)
+    n = _finite(value)
+    if n is None:
+        return OUT_OF_RANGE
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
@@ -33,22 +64,35 @@ def bytes_h(value) -> str:
 def pct(value, digits: int = 1) -> str:
     if value is None or value == "":
         return "—"
-    return f"{value * 100:.{digits}f} %"
+    number = _finite(value)
+    if number is None:
+        return OUT_OF_RANGE
+    return f"{number * 100:.{digits}f} %"
 
 
 @register.filter
 def whole(value) -> str:
     """A count shown rounded to a whole number, with thousands separators."""
-    return "—" if value is None or value == "" else f"{round(value):,}"
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, int):  # exact, however large
+        return f"{value:,}"
+    number = _finite(value)
+    return OUT_OF_RANGE if number is None else f"{round(number):,}"
 
 
 @register.filter
 def num(value) -> str:
     if value is None or value == "":
         return "—"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.2f}"
-    return f"{int(value):,}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    number = _finite(value)
+    if number is None:
+        return OUT_OF_RANGE
+    if not number.is_integer():
+        return f"{number:,.2f}"
+    return f"{int(number):,}"
 
 
 @register.filter
@@ -56,7 +100,8 @@ def seconds(value) -> str:
     """A window or lifetime in words: 300 -> 5 min, 3600 -> 1 h, 86400 -> 24 h."""
     if value is None or value == "":
         return "—"
-    return window_name(float(value))
+    number = _finite(value)
+    return OUT_OF_RANGE if number is None else window_name(number)
 
 
 @register.filter
@@ -64,6 +109,8 @@ def signed(value, unit: str = "count") -> str:
     """A difference, with its sign, in the unit of its row."""
     if value is None:
         return "—"
+    if _finite(value) is None:
+        return OUT_OF_RANGE
     sign = "+" if value > 0 else ("−" if value < 0 else "±")
     magnitude = abs(value)
     if unit == "ratio":
@@ -106,9 +153,18 @@ def duration(value) -> str:
     """Elapsed seconds for people: 5.3 s, 12 min 5 s, 1 h 06 min."""
     if value is None or value == "":
         return "—"
-    v = float(value)
+    v = _finite(value)
+    if v is None:
+        return OUT_OF_RANGE
     if v < 60:
         return f"{v:.1f} s"
     if v < 3600:
         return f"{int(v // 60)} min {int(v % 60)} s"
     return f"{int(v // 3600)} h {int(v % 3600 // 60):02d} min"
+
+
+@register.simple_tag
+def plotly_src() -> str:
+    """The URL of plotly.js: versioned by the plotly release (and hashed in production),
+    so it may be cached for good."""
+    return static(PLOTLY_PATH)

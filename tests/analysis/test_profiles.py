@@ -170,3 +170,39 @@ def test_config_missing_layers(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(ProfileError):
         profile_from_file(path)
+
+
+# metrics.md section 8: per rank layers * max(1, kv_heads // tp) * head_dim * 2 * bytes
+# (MLA: layers * latent * bytes); a replica holds tp times that
+@pytest.mark.parametrize(
+    ("name", "tp", "per_rank", "replica"),
+    [
+        ("llama-3.1-8b", 1, 32 * 8 * 128 * 2 * 2, 131_072),
+        ("llama-3.1-8b", 2, 32 * 4 * 128 * 2 * 2, 131_072),  # 65,536 per rank
+        ("llama-3.1-8b", 8, 32 * 1 * 128 * 2 * 2, 131_072),  # 16,384 per rank
+        ("llama-3.1-8b", 16, 32 * 1 * 128 * 2 * 2, 16 * 16_384),  # heads replicated: 2x
+        ("qwen2.5-7b", 8, 28 * 1 * 128 * 2 * 2, 8 * 14_336),  # 4 heads on 8 ranks: 2x
+        ("deepseek-v3", 1, DEEPSEEK_V3, DEEPSEEK_V3),
+        ("deepseek-v3", 8, DEEPSEEK_V3, 8 * DEEPSEEK_V3),  # the latent is on every rank
+    ],
+)
+def test_bytes_per_token_per_rank(name, tp, per_rank, replica):
+    profile = preset(name)
+    assert profile.kv_bytes_per_token_per_rank(tp) == per_rank
+    assert profile.replica_kv_bytes_per_token(tp) == replica
+    # FP8 halves both
+    assert profile.kv_bytes_per_token_per_rank(tp, "fp8") == per_rank // 2
+
+
+def test_mla_from_a_config_json_per_rank():
+    config = {"num_hidden_layers": 27, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+              "num_attention_heads": 16, "torch_dtype": "bfloat16"}  # fmt: skip
+    profile = profile_from_config(config)
+    assert profile.kv_bytes_per_token_per_rank(4) == 27 * 576 * 2 == 31_104
+    assert profile.replica_kv_bytes_per_token(4) == 4 * 31_104
+    profile.check_tp(3)  # any tp: nothing is split
+
+
+def test_uneven_tp_is_refused():
+    with pytest.raises(ValueError, match="tp must divide 8 or be a multiple of it"):
+        preset("llama-3.1-8b").kv_bytes_per_token_per_rank(3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import AnalysisParams, HostBudget, analyze
+from analysis import AnalysisParams, HostBudget, analyze, preset
+from analysis.budgets import ServingShape
 from analysis.profiles import KVProfile
 
 B = 10
@@ -55,8 +56,11 @@ def test_target_reached_exactly_headroom_and_tp(stream):
     # 0.4 * 50 = 20 tokens, reached exactly by C=2 (20): the smallest such capacity
     assert rec.capacity_bytes == 2 * SLOT
     assert rec.hit_ratio == 20 / TOTAL
-    assert rec.ram_bytes == 200 + 20  # 200 * 1.1, exactly: not rounded up to 221
-    assert rec.per_rank_bytes == 220 // 2
+    # PROFILE has one KV head: at tp=2 both ranks keep it whole (metrics.md section 8), so
+    # each rank holds 200 * 1.1 = 220 bytes (exactly: not rounded up to 221) and the
+    # replica twice that
+    assert rec.per_rank_bytes == 200 + 20
+    assert rec.ram_bytes == 2 * 220
     # the curve includes the recommended capacity, with the same hit ratio
     point = next(p for p in report.mrc if p["capacity_bytes"] == rec.capacity_bytes)
     assert point["hit_ratio"] == 20 / TOTAL
@@ -72,8 +76,9 @@ def test_lifetime_sets_the_ceiling(stream):
     # 0.5 * 40 = 20 tokens -> C=2
     assert rec.capacity_bytes == 2 * SLOT
     assert rec.hit_ratio == 20 / TOTAL
-    assert rec.ram_bytes == 200 + 50  # 200 * 1.25
-    assert rec.per_rank_bytes == 250 // 2
+    # one KV head replicated on both ranks: 200 * 1.25 per rank, twice that per replica
+    assert rec.per_rank_bytes == 200 + 50
+    assert rec.ram_bytes == 2 * 250
     # the curve itself: with the lifetime C=3 gives 40 tokens, not 50
     curve = {p["capacity_slots"]: p["hit_ratio"] for p in with_lifetime.mrc}
     assert (curve[1], curve[2], curve[3]) == (10 / TOTAL, 20 / TOTAL, 40 / TOTAL)
@@ -135,3 +140,84 @@ def test_prompts_shorter_than_a_block(ingest_rows, enc):
     assert report.windows[0].useful_ws_peak_bytes == 0
     assert report.windows[0].ttl_occupancy_peak_bytes == 0
     assert report.recommendation.ram_bytes == 0
+
+
+# --- per tensor-parallel rank (metrics.md section 8) ------------------------------------
+# The fixture's recommendation at target 0.9 is 3 slots of B = 10 tokens = 30 token slots;
+# headroom 0.1. Per rank per token: layers * max(1, kv_heads // tp) * head_dim * 2 * 2
+# (BF16), MLA: layers * latent * 2; the replica holds tp times that.
+
+
+def _at_tp(stream, model: str, tp: int, **kw):
+    return analyze(
+        stream, AnalysisParams(windows_s=(10,), profile=preset(model), tp=tp, **kw)
+    ).recommendation
+
+
+def test_gqa_with_enough_heads_splits_them_evenly(stream):
+    # Llama-3.1-70B: 80 layers, 8 KV heads, head_dim 128; tp 4 -> 2 heads per rank
+    rec = _at_tp(stream, "llama-3.1-70b", 4)
+    assert rec.per_rank_kv_bytes_per_token == 80 * 2 * 128 * 2 * 2 == 81_920
+    assert rec.replica_kv_bytes_per_token == 4 * 81_920 == 80 * 8 * 128 * 2 * 2
+    assert rec.capacity_bytes == 30 * 327_680 == 9_830_400
+    assert rec.per_rank_bytes == 30 * 81_920 * 11 // 10 == 2_703_360
+    assert rec.ram_bytes == 4 * 2_703_360 == 10_813_440  # = capacity * 1.1: the model's bytes
+
+
+def test_fewer_kv_heads_than_ranks_replicates_heads(stream):
+    # Llama-3.1-8B: 32 layers, 8 KV heads; tp 16 -> max(1, 8 // 16) = 1 head on every rank,
+    # so the replica holds 16 heads' worth: twice the model's 131,072 bytes per token
+    rec = _at_tp(stream, "llama-3.1-8b", 16)
+    assert rec.per_rank_kv_bytes_per_token == 32 * 1 * 128 * 2 * 2 == 16_384
+    assert rec.replica_kv_bytes_per_token == 16 * 16_384 == 2 * 131_072
+    assert rec.capacity_bytes == 30 * 131_072 == 3_932_160  # the curve's, in model bytes
+    assert rec.per_rank_bytes == 30 * 16_384 * 11 // 10 == 540_672
+    assert rec.ram_bytes == 16 * 540_672 == 8_650_752
+    # the old rule, total / tp, would have given 3,932,160 * 1.1 / 16 = 270,336 per rank
+    assert rec.per_rank_bytes != 3_932_160 * 11 // 10 // 16
+
+
+def test_mla_keeps_the_whole_latent_on_every_rank(stream):
+    # DeepSeek-V3: 61 layers, latent 512 + 64; tp 8 -> 70,272 bytes per token on each rank
+    rec = _at_tp(stream, "deepseek-v3", 8)
+    assert rec.per_rank_kv_bytes_per_token == 61 * 576 * 2 == 70_272
+    assert rec.replica_kv_bytes_per_token == 8 * 70_272 == 562_176
+    assert rec.capacity_bytes == 30 * 70_272 == 2_108_160
+    assert rec.per_rank_bytes == 2_108_160 * 11 // 10 == 2_318_976
+    assert rec.ram_bytes == 8 * 2_318_976 == 18_551_808
+
+
+def test_the_host_budget_and_gpu_budget_use_the_replica_total(stream):
+    # the host holds every rank's copy: 18,551,808 bytes for DeepSeek-V3 at tp 8
+    host = HostBudget(host_ram_bytes=10_000_000, reserves_bytes={"os": 1_000_000})
+    serving = ServingShape(gpu_memory_bytes=80 * 2**30, gpus=8, concurrent_sequences=2,
+                           context_tokens=100, params=1e9)  # fmt: skip
+    report = analyze(
+        stream,
+        AnalysisParams(
+            windows_s=(10,), profile=preset("deepseek-v3"), tp=8, host=host, serving=serving
+        ),
+    )
+    rec = report.recommendation
+    assert rec.host is not None and rec.host.fits is False
+    assert rec.host.spare_bytes == 9_000_000 - 18_551_808
+    # active KV on the GPUs: 2 sequences * 100 tokens * 562,176 bytes (8 ranks * 70,272)
+    assert report.budgets is not None
+    assert report.budgets["active_kv_bytes"] == 2 * 100 * 562_176
+    assert report.budgets["host_reusable_bytes"] == 18_551_808
+
+
+def test_working_set_and_curve_stay_in_the_models_bytes(stream):
+    # metrics.md sections 4-5: slots are B * kv_bytes_per_token whatever the TP layout
+    one = analyze(stream, AnalysisParams(windows_s=(10,), profile=preset("llama-3.1-8b")))
+    many = analyze(stream, AnalysisParams(windows_s=(10,), profile=preset("llama-3.1-8b"), tp=16))
+    assert many.slot_bytes == one.slot_bytes == 10 * 131_072
+    assert many.mrc == one.mrc
+    assert many.windows[0].useful_ws_peak_bytes == one.windows[0].useful_ws_peak_bytes
+
+
+@pytest.mark.parametrize("tp", [3, 5, 12])
+def test_a_tp_that_splits_heads_unevenly_is_refused(stream, tp):
+    # 8 KV heads: tp must divide 8 or be a multiple of it (vLLM refuses the rest)
+    with pytest.raises(ValueError, match="cannot share 8 KV heads"):
+        _at_tp(stream, "llama-3.1-8b", tp)

@@ -24,6 +24,7 @@ from bench.generate import chat_requests, write_jsonl
 from console import charts
 from console.engine import analysis_params
 from console.models import Analysis, Upload
+from console.staticfinders import STATIC_PATH
 from console.templatetags.kvscope import bytes_h
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import BrowserSession
@@ -251,5 +252,5 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     assert downloaded["requests"] == 150
 
     # --- nothing left the live server, nothing failed ---------------------------------
-    assert session.requested(r"/static/vendor/plotly/plotly\.min\.js$")
+    assert session.requested(re.escape(f"/static/{STATIC_PATH}") + "$")
     session.assert_clean()

@@ -4,6 +4,7 @@ generated logs. No database."""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -14,8 +15,14 @@ import pytest
 from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest
 from analysis.budgets import ServingShape
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
-from console import charts, exports
-from console.staticfinders import PlotlyFinder
+from console import charts, exports, staticfinders
+from console.staticfinders import (
+    STATIC_PATH,
+    PlotlyFinder,
+    choose_bundle,
+    js_version,
+    package_data_dir,
+)
 
 GIB = 2**30
 HASH_KEY = b"test-secret-0123456789"
@@ -320,29 +327,91 @@ def test_segments_csv_neutralises_formulas():
 # --- plotly.js finder ---------------------------------------------------------------------
 
 
-def test_finder_serves_plotly_js_only():
+@pytest.fixture
+def fresh_vendor_cache():
+    """find() keeps the copy it made for the process: forget it around the test."""
+    staticfinders._served.clear()
+    yield
+    staticfinders._served.clear()
+
+
+def test_finder_serves_plotly_js_only(settings, tmp_path, fresh_vendor_cache):
+    settings.KVSCOPE_VENDOR_CACHE = tmp_path / "vendor"
     finder = PlotlyFinder()
     assert finder.check() == []
-    found = finder.find("vendor/plotly/plotly.min.js")
-    assert found and Path(found).name == "plotly.min.js"
+    # one name, versioned by the plotly.js release plotly.py bundles; the cartesian bundle
+    release = js_version(package_data_dir() / "plotly.min.js")
+    assert release and f"vendor/plotly/plotly-cartesian-{release}.min.js" == STATIC_PATH
+    assert staticfinders.SOURCE == staticfinders.VENDORED
+    source = staticfinders.SOURCE
+    found = finder.find(STATIC_PATH)
+    # found: a copy with its gzipped twin beside it (whitenoise serves the .gz)
+    assert found and Path(found) == tmp_path / "vendor" / STATIC_PATH.split("/", 1)[1]
+    assert Path(found).read_bytes() == source.read_bytes()
+    assert gzip.decompress(Path(found + ".gz").read_bytes()) == source.read_bytes()
     head = Path(found).read_text(encoding="utf-8", errors="replace")[:2000]
-    assert "plotly.js v" in head
-    assert finder.find("vendor/plotly/plotly.min.js", find_all=True) == [found]
+    assert f"plotly.js (cartesian - minified) v{release}" in head
+    assert finder.find(STATIC_PATH, find_all=True) == [found]
+    assert finder.find("vendor/plotly/plotly.min.js") == []  # the unversioned name is gone
     assert finder.find("vendor/plotly/widgetbundle.js") == []
     assert finder.find("plotly.min.js") == []
     listed = list(finder.list([]))
-    assert [path for path, _ in listed] == ["plotly.min.js"]
+    assert [path for path, _ in listed] == [STATIC_PATH.split("/")[-1]]
     storage = listed[0][1]
     assert storage.prefix == "vendor/plotly"
-    assert Path(storage.path("plotly.min.js")) == Path(found)
+    # collectstatic copies the bundle itself
+    assert Path(storage.path(listed[0][0])) == source
     assert list(finder.list(["*.js"])) == []
+
+
+def test_an_unwritable_vendor_cache_serves_the_bundle_uncompressed(
+    settings, tmp_path, fresh_vendor_cache
+):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    settings.KVSCOPE_VENDOR_CACHE = blocker / "vendor"
+    assert PlotlyFinder().find(STATIC_PATH) == str(staticfinders.SOURCE)
+
+
+def test_another_plotly_release_falls_back_to_the_full_bundle(tmp_path):
+    package = tmp_path / "package_data"
+    package.mkdir()
+    (package / "plotly.min.js").write_text("/**\n* plotly.js v9.0.0\n*/\n")
+    vendored = tmp_path / "plotly-cartesian.min.js"
+    vendored.write_text("/**\n* plotly.js (cartesian - minified) v4.1.1\n*/\n")
+    assert choose_bundle(vendored, package) == (package / "plotly.min.js", "plotly-9.0.0.min.js")
+    vendored.write_text("/**\n* plotly.js (cartesian - minified) v9.0.0\n*/\n")
+    assert choose_bundle(vendored, package) == (vendored, "plotly-cartesian-9.0.0.min.js")
+    assert choose_bundle(tmp_path / "missing.js", package)[0] == package / "plotly.min.js"
+    assert choose_bundle(vendored, None) is None
+
+
+def test_every_trace_the_console_draws_is_in_the_cartesian_bundle(report, trace_report):
+    from analysis.evidence import Run, Schedule, parse_result, side_by_side
+    from tests.analysis.test_evidence import vllm_result
+
+    result = parse_result(vllm_result())
+    cell = {"result": result, "misses": []}
+    grid = {"concurrencies": [4], "tiers": {"none": {"rows": [(8192, [cell])]}}}
+    schedule = Schedule(8192, 4)
+    [group] = side_by_side([(schedule, Run("off", False, False, result)),
+                            (schedule, Run("on", True, False, result))])  # fmt: skip
+    figures = [*charts.report_figures(report).values(),
+               *charts.report_figures(trace_report).values(),
+               charts.compare_figure([("a", report), ("b", trace_report)]),
+               charts.evidence_heatmap("none", [(8192, [cell])], [4]),
+               charts.evidence_lines(grid, 2000.0),
+               charts.ttft_side_by_side(group)]  # fmt: skip
+    types = {trace.get("type", "scatter") for fig in figures for trace in fig["data"]}
+    assert types == {"scatter", "bar", "heatmap"}
+    assert types <= staticfinders.CARTESIAN_TRACES
 
 
 def test_finder_accepts_the_deprecated_all_keyword():
     from django.utils.deprecation import RemovedInDjango61Warning
 
     with pytest.warns(RemovedInDjango61Warning):
-        found = PlotlyFinder().find("vendor/plotly/plotly.min.js", all=True)
+        found = PlotlyFinder().find(STATIC_PATH, all=True)
     assert len(found) == 1
 
 
@@ -353,7 +422,7 @@ def test_finder_through_django(settings):
         "django.contrib.staticfiles.finders.FileSystemFinder",
         "console.staticfinders.PlotlyFinder",
     ]
-    found = finders.find("vendor/plotly/plotly.min.js")
+    found = finders.find(STATIC_PATH)
     assert found and Path(found).is_file()
 
 
@@ -371,3 +440,21 @@ def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
     assert below and all(p["resolved"] is False for p in below)
     trace = next(t for t in mrc_figure(report)["data"] if t.get("uid") == "unresolved")
     assert trace["x"] == [p["capacity_bytes"] / 2**30 for p in below]
+
+
+def test_numeric_y_axes_skip_plotlys_second_layout_pass(report):
+    # automargin on an axis makes plotly.js lay a chart out twice (half its drawing time):
+    # only category axes, whose labels vary in length, keep it
+    from analysis.evidence import parse_result
+    from tests.analysis.test_evidence import vllm_result
+
+    cell = {"result": parse_result(vllm_result()), "misses": []}
+    figures = [*charts.report_figures(report).values(),
+               charts.evidence_heatmap("none", [(8192, [cell])], [4])]  # fmt: skip
+    seen = set()
+    for fig in figures:
+        for name, axis in fig["layout"].items():
+            if name.startswith("yaxis"):
+                seen.add(axis.get("type"))
+                assert axis["automargin"] is (axis.get("type") == "category"), (name, axis)
+    assert "category" in seen and len(seen) > 1

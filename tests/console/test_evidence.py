@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from analysis.evidence import EvidenceError, parse_result
+from console import charts
 from console.evidence.services import bench_runs_create
 from console.models import BenchRun
 from console.policies.body import digest
@@ -70,6 +71,35 @@ def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, a
     tight = client.get(reverse("evidence_matrix"), {"model": "meta-llama/Llama-3.1-8B",
                        "p99_ttft_ms": "1000", "p99_itl_ms": "100"}).content.decode()  # fmt: skip
     assert "up to <strong>4</strong> concurrent" in tight
+
+
+def _figure(page: str, name: str) -> dict:
+    return json.loads(page.split(f'id="fig-{name}" type="application/json">')[1].split("<")[0])
+
+
+def test_heatmap_cells_are_coloured_pass_or_fail_against_every_objective(client, analyst):
+    """A run inside the TTFT objective but over the ITL one is a fail cell (red), as the
+    table and the boundary count it; the text still shows its p99 TTFT."""
+    assert client.login(username=analyst.username, password=PASSWORD)
+    files = [_file("ok.json", ttft=600.0, itl=35.0, max_concurrency=4),
+             _file("itl.json", ttft=650.0, itl=150.0, max_concurrency=16),
+             _file("tpot.json", ttft=700.0, tpot=90.0, max_concurrency=32),
+             _file("failed.json", ttft=700.0, failed=2, max_concurrency=64)]  # fmt: skip
+    assert client.post(reverse("evidence_list"), {**TAGS, "files": files}).status_code == 302
+    slo = {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000", "p99_tpot_ms": "60",
+           "p99_itl_ms": "100"}  # fmt: skip
+    page = client.get(reverse("evidence_matrix"), slo).content.decode()
+    assert page.count('class="cell bad"') == 3 and page.count('class="cell ok"') == 1
+    trace = _figure(page, "tier-0")["data"][0]
+    # columns: concurrency 4, 16, 32, 64; only the first is inside every objective
+    assert trace["z"] == [[0, 1, 1, 1]]
+    assert trace["text"] == [["600 ms ✓", "650 ms ✗", "700 ms ✗", "700 ms ✗"]]
+    assert trace["customdata"] == [["inside the SLO", "breaks p99 ITL", "breaks p99 TPOT",
+                                    "breaks failed requests"]]  # fmt: skip
+    # 0 is drawn in the pass colour and 1 in the fail colour, whatever the TTFT
+    assert (trace["zmin"], trace["zmax"]) == (0, 1)
+    scale = dict((stop, colour) for stop, colour in trace["colorscale"][::3])
+    assert scale == {0: charts.PASS_COLOUR, 1: charts.FAIL_COLOUR}
 
 
 def test_a_file_that_is_not_a_result_stores_nothing(analyst):
@@ -216,11 +246,10 @@ def test_the_matrix_of_one_request_rate(client, analyst):
     paced = client.get(reverse("evidence_matrix"), {**slo, "rate": "2.5"}).content.decode()
     assert paced.count('class="cell ok"') == 1 and "TTFT 900" in paced
     assert "runs: the worst shown" not in paced
-    # no TTFT objective: the colour scale runs to the worst run shown
+    # no TTFT objective: the cell is coloured by the objectives left (pass), not by its ms
     free = client.get(reverse("evidence_matrix"), {**slo, "p99_ttft_ms": "", "rate": "2.5"})
-    heatmap = json.loads(free.content.decode().split(
-        'id="fig-tier-0" type="application/json">')[1].split("<")[0])  # fmt: skip
-    assert heatmap["data"][0]["zmax"] == 900.0
+    heatmap = _figure(free.content.decode(), "tier-0")
+    assert heatmap["data"][0]["z"] == [[0]] and heatmap["data"][0]["zmax"] == 1
     unlimited = client.get(reverse("evidence_matrix"), {**slo, "rate": "unlimited"})
     assert "TTFT 3000" in unlimited.content.decode()
     refused = client.get(reverse("evidence_matrix"), {**slo, "rate": "7"}).content.decode()
