@@ -120,9 +120,12 @@ def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_pat
 def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
     big_log, tmp_path, client, analyst, settings
 ):
-    settings.KVSCOPE_STALL_SECONDS = 3  # this process judges the beat (the page, Retry)
+    # 10 s (a beat every 1.7 s): wide enough that the "too early" Retry below lands before
+    # the stall time on a loaded machine, short enough to wait for
+    settings.KVSCOPE_STALL_SECONDS = 10  # this process judges the beat (the page, Retry)
+    client.force_login(analyst)  # no password hashing between the kill and the first Retry
     queue = "kvscope-stall"  # nobody else consumes it: the task is never redelivered
-    with _worker("killed", queue, tmp_path, KVSCOPE_STALL_SECONDS="3") as killed:
+    with _worker("killed", queue, tmp_path, KVSCOPE_STALL_SECONDS="10") as killed:
         upload = upload_create(name="big", sources=[big_log], queue=queue)
         wait_for(_ingesting(upload.pk), timeout=60, interval=0.05)
         first = Upload.objects.get(pk=upload.pk)
@@ -132,11 +135,10 @@ def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
             row = Upload.objects.get(pk=upload.pk)
             return row if row.heartbeat_at > first.heartbeat_at else None
 
-        beating = wait_for(beat_again, timeout=10, interval=0.05)
+        beating = wait_for(beat_again, timeout=20, interval=0.05)
         assert not beating.stalled and str(killed.pid) in beating.processed_by
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait(10)
-    assert client.login(username=analyst.username, password=PASSWORD)
     refused = client.post(reverse("upload_retry", args=[upload.pk]))  # too early: still fresh
     assert refused.status_code == 302
     assert Upload.objects.get(pk=upload.pk).started_at == beating.started_at
@@ -146,7 +148,7 @@ def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
         row = Upload.objects.get(pk=upload.pk)
         return row if row.stalled else None
 
-    stuck = wait_for(stalled, timeout=30)
+    stuck = wait_for(stalled, timeout=60)
     assert stuck.status == JobStatus.RUNNING and stuck.progress_done > 0  # "running 20 %"
     page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
     assert "The ingest stalled." in page and reverse("upload_retry", args=[upload.pk]) in page
