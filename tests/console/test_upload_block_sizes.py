@@ -32,7 +32,10 @@ from tests.console.conftest import PASSWORD, wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SHARED_TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
-FIT_512 = "at 256 tokens per block; they fit 512: upload again with 512, or leave the block size to the format"  # noqa: E501
+FIT_512 = (
+    "at 256 tokens per block; "
+    + "they fit 512: retry with 512, or leave the block size to the format"
+)
 
 
 @pytest.fixture
@@ -230,8 +233,8 @@ def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
     failed = wait_for(_finished(Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [64, 256]
     # a trace has one size: the smallest ticked, as the help text says
-    assert failed.message.endswith("at 64 tokens per block; they fit 512: upload again with "
-                                   "512, or leave the block size to the format")  # fmt: skip
+    assert failed.message.endswith("at 64 tokens per block; they fit 512: retry with 512, "
+                                   "or leave the block size to the format")  # fmt: skip
     response = client.post(reverse("upload_retry", args=[failed.pk]), {"sizes_shown": "1"})
     assert response.status_code == 400
     page = response.content.decode()
@@ -249,8 +252,8 @@ def test_retry_with_the_formats_own_stores_no_explicit_size(long_prompts):
     upload = wait_for(_finished(created.pk))
     assert upload.status == "failed" and upload.block_sizes == [128]
     assert upload.message.endswith(
-        "at 128 tokens per block; they fit 512: upload again with 512, or leave the block "
-        "size to the format"
+        "at 128 tokens per block; they fit 512: retry with 512, or leave the block size to "
+        "the format"
     )
     upload_retry(upload=upload, block_sizes=[])
     done = wait_for(_finished(upload.pk))
