@@ -535,7 +535,7 @@ def _ingest_in_parts(upload: Upload) -> None:
     from console.tasks import ingest_merge_task, ingest_part_task
 
     ranges = split_lines(upload.raw_paths[0], upload.ingest_parts)
-    run = _run_mark(upload)  # every task of the chord carries it: see _run_owns
+    run = _run_mark(upload)  # every task of the chord carries it: see _owned
     shutil.rmtree(_parts_folder(upload.pk, run), ignore_errors=True)  # a redelivered run
     Upload.objects.filter(pk=upload.pk, started_at=upload.started_at).update(
         stage="reading", progress_done=0, progress_total=upload.raw_size
