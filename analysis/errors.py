@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from analysis.readers import TraceFit
 
 
 class LineError(ValueError):
@@ -15,7 +19,10 @@ class UnusableInput(ValueError):
 
     Carries what was skipped, so a caller can still write the details: the requests read
     before it stopped, and `advice` when one change of settings would mend the input (a
-    trace read at another block size than its own: the input is not lost, so keep it)."""
+    trace read at another block size than its own: the input is not lost, so keep it).
+    `fit` is that advice as data (the sizes that fit, the lines that contradict), for the
+    parts of a split ingest to be put together before it is worded; `advice` defaults to
+    its wording."""
 
     def __init__(
         self,
@@ -24,13 +31,22 @@ class UnusableInput(ValueError):
         skipped_lines: int = 0,
         *,
         advice: str = "",
+        fit: TraceFit | None = None,
         requests: int = 0,
     ):
         super().__init__(message)
         self.errors = errors or []
         self.skipped_lines = skipped_lines
-        self.advice = advice
+        self.fit = fit
+        self.advice = advice or (fit.advice() if fit is not None else "")
         self.requests = requests
+
+    @property
+    def reason(self) -> str:
+        """The message without its advice (for one worded from several parts' fits)."""
+        message = str(self)
+        tail = f"; {self.advice}"
+        return message[: -len(tail)] if self.advice and message.endswith(tail) else message
 
 
 class TooManyBadLines(UnusableInput):
@@ -47,14 +63,18 @@ class ErrorLog:
     errors: list[dict] = field(default_factory=list)
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
-    # what would mend the bad lines seen so far, if one change would (a reader sets it:
-    # a trace read at the wrong block size); "" when nothing is known to help
-    advisor: Callable[[], str] | None = None
+    # what the lines seen so far say about a trace's block size (a reader sets it: a trace
+    # read at the wrong block size is mended by the one that fits); None: nothing known
+    advisor: Callable[[], TraceFit] | None = None
     # the requests read so far (the ingest sets it), for a budget stop to report them
     requests_read: Callable[[], int] | None = None
 
+    def fit(self) -> TraceFit | None:
+        return self.advisor() if self.advisor is not None else None
+
     def advice(self) -> str:
-        return self.advisor() if self.advisor is not None else ""
+        fit = self.fit()
+        return fit.advice() if fit is not None else ""
 
     def skip(self, line: int, reason: str, file: str | None = None) -> None:
         self.skipped_lines += 1
@@ -67,7 +87,7 @@ class ErrorLog:
             where = f"{file}, line {line}" if file else f"line {line}"
             read = self.requests_read() if self.requests_read is not None else 0
             raise over_budget(self.skipped_lines, self.max_bad_lines, where, reason, self.errors,
-                              self.advice(), read)  # fmt: skip
+                              self.fit(), read)  # fmt: skip
 
     def note(self, message: str) -> None:
         if message not in self.notes:
@@ -80,14 +100,15 @@ def over_budget(
     where: str,
     reason: str,
     errors: list[dict],
-    advice: str = "",
+    fit: TraceFit | None = None,
     requests: int = 0,
 ) -> TooManyBadLines:
+    advice = fit.advice() if fit is not None else ""
     return TooManyBadLines(
         f"stopped after {count:,} bad lines, past the budget of {budget:,} (the last: {where}: "
         f"{reason}); a report from the rest would mislead" + (f"; {advice}" if advice else ""),
         errors,
         count,
-        advice=advice,
+        fit=fit,
         requests=requests,
     )

@@ -30,6 +30,7 @@ from analysis.readers import (
     MooncakeReader,
     Reader,
     ReadLimits,
+    TraceFit,
     TraceRequest,
     decode_line,
     detect_format,
@@ -566,6 +567,7 @@ class StreamBuilder:
                 skipped_lines=log.skipped_lines,
                 notes=log.notes,
                 stats=stats,
+                trace_fit=fit.to_dict() if (fit := log.fit()) is not None else None,
             )
         return streams
 
@@ -774,7 +776,8 @@ def _read(
         if log_file.blank_lines:
             where = f" in {log_file.name}" if multi else ""
             log.note(f"{log_file.blank_lines:,} blank lines{where} were ignored")
-    advice = log.advice()  # a trace read at the wrong block size: name the one that fits
+    fit = log.fit()  # a trace read at the wrong block size: name the one that fits
+    advice = fit.advice() if fit is not None else ""
     if builder is None or not builder.requests:
         blank = sum(f.blank_lines for f in files)
         empty = f"only blank lines: {blank:,}" if blank else "the file is empty"
@@ -784,7 +787,7 @@ def _read(
             f"no usable request in {', '.join(names)}{first}" + (f"; {advice}" if advice else ""),
             log.errors,
             log.skipped_lines,
-            advice=advice,
+            fit=fit,
         )
     if advice:
         log.note(advice)
@@ -1010,7 +1013,7 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
     blank = sum(int(m[1].replace(",", "")) for p in parts for n in p.notes
                 if (m := _BLANK_NOTE.match(n)))  # fmt: skip
     notes = [n for n in notes if "out of time order" not in n and not _BLANK_NOTE.match(n)
-             and not n.startswith(_SPAN_NOTE)]  # fmt: skip
+             and not n.startswith((_SPAN_NOTE, _FIT_NOTE))]  # fmt: skip
     if blank:
         notes.append(f"{blank:,} blank lines were ignored")
     if span := _span_note(cat["t"], cat["line"], cat["file"], first.files):
@@ -1020,6 +1023,10 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
     moved = int(np.count_nonzero(file_order != np.arange(file_order.size)))
     if moved:
         notes.append(f"{moved} requests were out of time order; they were sorted by timestamp")
+    # a trace's block-size advice: worded once, from every part's lines
+    fit = TraceFit.combine(TraceFit.from_dict(p.trace_fit) for p in parts)
+    if fit is not None and (advice := fit.advice()):
+        notes.append(advice)
     stats = {k: sum(p.stats.get(k, 0) for p in parts) for k in first.stats}
     return BlockStream(
         source_format=first.source_format,
@@ -1051,6 +1058,7 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
         skipped_lines=sum(p.skipped_lines for p in parts),
         notes=notes,
         stats=stats,
+        trace_fit=fit.to_dict() if fit is not None else None,
     )
 
 
@@ -1077,22 +1085,44 @@ def merge_parts(
 ) -> BlockStream:
     """merge_streams, plus the parts that had no usable line: their bad lines are listed
     too, in file order. Raises UnusableInput when no part had a usable line, and
-    TooManyBadLines when a part, or all of them together, went past the error budget."""
+    TooManyBadLines when a part, or all of them together, went past the error budget.
+
+    A trace read at another block size than its own is advised once for the whole log:
+    the sizes every part fits, the contradicting lines of all parts (each part's own
+    advice counts its lines only, and a part whose lines all fit may still veto a size)."""
+    fit = TraceFit.combine([*(TraceFit.from_dict(s.trace_fit) for s in streams),
+                            *(x.fit for x in unusable)])  # fmt: skip
+    advice = fit.advice() if fit is not None else ""
     for exc in unusable:
         if isinstance(exc, TooManyBadLines):
-            raise exc
+            raise _advised(exc, fit, TooManyBadLines)
     if not streams:
         errors = [e for exc in unusable for e in exc.errors]
-        advice = {x.advice for x in unusable}  # one for all parts, or none
-        raise UnusableInput(str(unusable[0]), errors, sum(x.skipped_lines for x in unusable),
-                            advice=advice.pop() if len(advice) == 1 else "")  # fmt: skip
+        skipped = sum(x.skipped_lines for x in unusable)
+        raise _advised(UnusableInput(unusable[0].reason, errors, skipped), fit, UnusableInput)
     merged = merge_streams(streams)
-    if unusable:
+    if unusable:  # their lines count too: the advice is worded again with them
+        merged.notes = [n for n in merged.notes if not n.startswith(_FIT_NOTE)]
+        merged.notes += [advice] if advice else []
+        merged.trace_fit = fit.to_dict() if fit is not None else None
         merged.errors = sorted([*merged.errors, *(e for x in unusable for e in x.errors)],
                                key=lambda e: e["line"])  # fmt: skip
         merged.skipped_lines += sum(x.skipped_lines for x in unusable)
     if max_bad_lines is not None and merged.skipped_lines > max_bad_lines:
         last = merged.errors[-1] if merged.errors else {"line": "?", "reason": "?"}
         raise over_budget(merged.skipped_lines, max_bad_lines, f"line {last['line']}",
-                          last["reason"], merged.errors, requests=merged.requests)  # fmt: skip
+                          last["reason"], merged.errors, fit, merged.requests)  # fmt: skip
     return merged
+
+
+# how a trace's block-size advice (TraceFit.advice) begins: a part's own, in its notes,
+# gives way to the one worded for the whole log
+_FIT_NOTE = "hash_ids contradict input_length on "
+
+
+def _advised(exc: UnusableInput, fit: TraceFit | None, kind: type[UnusableInput]):
+    """`exc` (a part's, or all parts' together) with the whole log's advice in place of
+    the part's own."""
+    advice = fit.advice() if fit is not None else ""
+    return kind(exc.reason + (f"; {advice}" if advice else ""), exc.errors, exc.skipped_lines,
+                fit=fit, requests=exc.requests)  # fmt: skip

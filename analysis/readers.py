@@ -13,7 +13,7 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -626,6 +626,51 @@ def blocks_fit(
     return ((nblocks - 1) * block_tokens < input_length) & (input_length <= nblocks * block_tokens)
 
 
+@dataclass(frozen=True)
+class TraceFit:
+    """What a pre-hashed trace's lines say about the size its hash_ids were made with, as
+    data (so the parts of a split ingest can be put together before it is worded): the
+    size asked for, the other sizes every line read fits (TRACE_BLOCK_SIZES' order), and
+    how many lines contradict the size asked for."""
+
+    block_tokens: int
+    fitting: tuple[int, ...]
+    contradictions: int = 0
+
+    def advice(self) -> str:
+        """What mends the contradicting lines, when one other block size fits every line
+        read ("" when none does, or nothing contradicts)."""
+        if not self.contradictions or not self.fitting:
+            return ""
+        size = self.fitting[0]  # the format's own when it fits (TRACE_BLOCK_SIZES' order)
+        own = ", or leave the block size to the format" if size == TRACE_BLOCK_TOKENS else ""
+        lines = f"{self.contradictions:,} line{'s' if self.contradictions != 1 else ''}"
+        return (f"hash_ids contradict input_length on {lines} at {self.block_tokens} tokens "
+                f"per block; they fit {size}: retry with {size}{own}")  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return {"block_tokens": self.block_tokens, "fitting": list(self.fitting),
+                "contradictions": self.contradictions}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> TraceFit | None:
+        if not data:
+            return None
+        return cls(int(data["block_tokens"]), tuple(int(b) for b in data["fitting"]),
+                   int(data["contradictions"]))  # fmt: skip
+
+    @classmethod
+    def combine(cls, fits: Iterable[TraceFit | None]) -> TraceFit | None:
+        """The fit of the parts of one log read together: the sizes every part fits (in
+        TRACE_BLOCK_SIZES' order), the parts' contradictions summed. None when no part
+        read a trace line (or, never in one ingest, the parts asked for different sizes)."""
+        found = [f for f in fits if f is not None]
+        if not found or len({f.block_tokens for f in found}) != 1:
+            return None
+        fitting = tuple(b for b in TRACE_BLOCK_SIZES if all(b in f.fitting for f in found))
+        return cls(found[0].block_tokens, fitting, sum(f.contradictions for f in found))
+
+
 class MooncakeReader:
     name = "mooncake"
 
@@ -637,18 +682,16 @@ class MooncakeReader:
         # the size asked for: when all of them fit another size, the errors say so
         self._fitting = [b for b in TRACE_BLOCK_SIZES if b != block_tokens]
         self._contradictions = 0
-        errors.advisor = self.advice
+        errors.advisor = self.fit
+
+    def fit(self) -> TraceFit:
+        """The lines read so far, as data (see TraceFit)."""
+        return TraceFit(self._block_tokens, tuple(self._fitting), self._contradictions)
 
     def advice(self) -> str:
         """What mends the contradicting lines, when one other block size fits every line
         read ("" when none does, or nothing contradicts)."""
-        if not self._contradictions or not self._fitting:
-            return ""
-        size = self._fitting[0]  # the format's own when it fits (TRACE_BLOCK_SIZES' order)
-        own = ", or leave the block size to the format" if size == TRACE_BLOCK_TOKENS else ""
-        lines = f"{self._contradictions:,} line{'s' if self._contradictions != 1 else ''}"
-        return (f"hash_ids contradict input_length on {lines} at {self._block_tokens} tokens "
-                f"per block; they fit {size}: upload again with {size}{own}")  # fmt: skip
+        return self.fit().advice()
 
     def parse(self, obj: dict, line: int) -> TraceRequest:
         if "timestamp" not in obj:

@@ -70,6 +70,9 @@ class BlockStream:
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    # a pre-hashed trace read line by line: what its lines say about its block size
+    # (analysis.readers.TraceFit.to_dict()), for the parts of a split ingest to merge
+    trace_fit: dict | None = None
 
     @property
     def requests(self) -> int:
@@ -160,6 +163,7 @@ class BlockStream:
             "skipped_lines": self.skipped_lines,
             "notes": self.notes,
             "stats": self.stats,
+            "trace_fit": self.trace_fit,
         }
         (tmp / "meta.json").write_bytes(orjson.dumps(meta))
 
@@ -210,6 +214,7 @@ class BlockStream:
             skipped_lines=meta["skipped_lines"],
             notes=meta["notes"],
             stats=meta["stats"],
+            trace_fit=meta.get("trace_fit"),  # (streams stored before it have none)
         )
 
 

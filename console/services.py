@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import shutil
 import socket
 import threading
@@ -28,7 +29,7 @@ from django.utils import timezone
 from analysis import BlockStream, Progress, UnusableInput, analyze, ingest_to_folders
 from analysis.errors import TooManyBadLines
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
-from analysis.readers import GZIP_MAGIC, ByteRange, split_lines
+from analysis.readers import GZIP_MAGIC, ByteRange, TraceFit, split_lines
 from analysis.stream import stream_meta
 from console import charts
 from console.engine import analysis_params, ingest_options
@@ -398,29 +399,31 @@ def _clear_leftovers(upload_id: int) -> None:
     folder = _upload_folder(upload_id)
     if folder.is_dir():
         for entry in folder.iterdir():
-            if entry.name.startswith(".") or entry.name == "parts":
+            # (a split ingest's parts: "parts-<run>", and "parts" before runs were marked)
+            if entry.name.startswith(".") or entry.name.startswith("parts"):
                 shutil.rmtree(entry, ignore_errors=True)
 
 
 _DB_LOST = (OperationalError, InterfaceError)
 
 
-def _fail(model, pk: int, message: str, run=None, **fields) -> None:
+def _fail(model, pk: int, message: str, run=None, **fields) -> bool:
     """Mark a job failed; if the database is away (a restart), reconnect and try again
     for about a minute rather than leave the job "running" with nobody on it. With `run`
     (the claim's started_at), only while that run still owns the job: a run that was
     taken over never overwrites its successor's outcome. `fields`: more columns to write
-    with the failure."""
+    with the failure. Returns whether it was written (False: another run owns the job)."""
     owned = {"status": JobStatus.RUNNING, "started_at": run} if run is not None else {}
     for attempt in range(8):
         try:
-            model.objects.filter(pk=pk, **owned).update(
-                status=JobStatus.FAILED,
-                finished_at=timezone.now(),
-                message=message[:2000],
-                **fields,
+            return bool(
+                model.objects.filter(pk=pk, **owned).update(
+                    status=JobStatus.FAILED,
+                    finished_at=timezone.now(),
+                    message=message[:2000],
+                    **fields,
+                )
             )
-            return
         except _DB_LOST:
             if attempt == 7:
                 raise
@@ -473,8 +476,28 @@ def _upload_folder(upload_id: int) -> Path:
     return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}"
 
 
-def _parts_folder(upload_id: int) -> Path:
-    return _upload_folder(upload_id) / "parts"
+def _parts_folder(upload_id: int, run: str) -> Path:
+    """Where the parts of one run of a split ingest write (`run`: its run mark): a run
+    taken over (stalled, then Retry) never writes into its successor's parts."""
+    return _upload_folder(upload_id) / f"parts-{re.sub(r'[^0-9A-Za-z]', '', run)}"
+
+
+def _run_mark(upload: Upload) -> str:
+    """The claim's started_at, as the split ingest's tasks carry it."""
+    return upload.started_at.isoformat()
+
+
+def _owned(upload_id: int, run: str) -> Upload | None:
+    """The upload, if the run marked `run` still owns it (running, not re-claimed since);
+    else None. A part or merge queued before runs were marked carries "": it cannot say
+    whose it is, so it does nothing (the upload shows stalled, and Retry runs it again).
+    What the run then writes is conditional on its started_at too (a Retry may re-claim
+    the upload at any moment)."""
+    if not run:
+        return None
+    return Upload.objects.filter(
+        pk=upload_id, status=JobStatus.RUNNING, started_at=dt.datetime.fromisoformat(run)
+    ).first()
 
 
 def upload_ingest(*, upload_id: int, redelivered: bool = False) -> None:
@@ -512,24 +535,30 @@ def _ingest_in_parts(upload: Upload) -> None:
     from console.tasks import ingest_merge_task, ingest_part_task
 
     ranges = split_lines(upload.raw_paths[0], upload.ingest_parts)
-    shutil.rmtree(_parts_folder(upload.pk), ignore_errors=True)  # a redelivered run
-    Upload.objects.filter(pk=upload.pk).update(
+    run = _run_mark(upload)  # every task of the chord carries it: see _owned
+    shutil.rmtree(_parts_folder(upload.pk, run), ignore_errors=True)  # a redelivered run
+    Upload.objects.filter(pk=upload.pk, started_at=upload.started_at).update(
         stage="reading", progress_done=0, progress_total=upload.raw_size
     )
-    header = [
-        ingest_part_task.s(upload.pk, i, r.start, r.end, r.first_line) for i, r in enumerate(ranges)
-    ]
-    chord(header)(ingest_merge_task.si(upload.pk, len(ranges)))
+    header = [ingest_part_task.s(upload.pk, i, r.start, r.end, r.first_line, run)
+              for i, r in enumerate(ranges)]  # fmt: skip
+    chord(header)(ingest_merge_task.si(upload.pk, len(ranges), run))
 
 
 def upload_ingest_part(
-    *, upload_id: int, index: int, start: int, end: int, first_line: int
+    *, upload_id: int, index: int, start: int, end: int, first_line: int, run: str = ""
 ) -> None:
-    """One line-aligned part: its block streams (or its errors) under the parts folder."""
-    upload = Upload.objects.get(pk=upload_id)
-    folder = _parts_folder(upload_id) / f"p{index:04d}"
+    """One line-aligned part: its block streams (or its errors) under its run's parts
+    folder. Does nothing if that run no longer owns the upload (see _owned)."""
+    upload = _owned(upload_id, run)
+    if upload is None:
+        log.warning("part %s of upload %s: its run (%r) is over; nothing done", index,
+                    upload_id, run)  # fmt: skip
+        return
+    started = upload.started_at
+    folder = _parts_folder(upload_id, run) / f"p{index:04d}"
     try:
-        with _heartbeat(Upload, upload_id, upload.started_at):
+        with _heartbeat(Upload, upload_id, started):
             ingest_to_folders(
                 upload.raw_paths,
                 _upload_ingest_options(upload),
@@ -538,14 +567,18 @@ def upload_ingest_part(
                 names=_raw_names(upload),
             )
     except UnusableInput as exc:
+        # the advice as data too: the merge words it once for all the parts
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
                 "budget": isinstance(exc, TooManyBadLines), "advice": exc.advice,
+                "fit": exc.fit.to_dict() if exc.fit is not None else None,
                 "requests": exc.requests}  # fmt: skip
         _write_note(folder, note)
     except Exception as exc:  # the chord must still reach its callback, which says it
         log.exception("part %s of upload %s failed", index, upload_id)
         _write_note(folder, {"failed": _failure_message(exc)})
-    Upload.objects.filter(pk=upload_id).update(progress_done=F("progress_done") + (end - start))
+    Upload.objects.filter(pk=upload_id, started_at=started).update(
+        progress_done=F("progress_done") + (end - start)
+    )
 
 
 def _write_note(folder: Path, note: dict) -> None:
@@ -555,13 +588,13 @@ def _write_note(folder: Path, note: dict) -> None:
     os.replace(tmp, folder / "part-note.json")
 
 
-def _read_parts(upload_id: int, parts: int) -> tuple[dict[int, list[BlockStream]], list]:
+def _read_parts(upload_id: int, parts: int, run: str) -> tuple[dict[int, list[BlockStream]], list]:
     """Each part's streams (by block size) or what stopped it. Raises PartFailed when a
     part failed or left nothing at all."""
     by_size: dict[int, list[BlockStream]] = {}
     unusable: list[UnusableInput] = []
     for i in range(parts):
-        folder = _parts_folder(upload_id) / f"p{i:04d}"
+        folder = _parts_folder(upload_id, run) / f"p{i:04d}"
         note_file = folder / "part-note.json"
         if note_file.exists():
             note = orjson.loads(note_file.read_bytes())
@@ -570,6 +603,7 @@ def _read_parts(upload_id: int, parts: int) -> tuple[dict[int, list[BlockStream]
             kind = TooManyBadLines if note.get("budget") else UnusableInput
             unusable.append(kind(note["reason"], note["errors"], note["skipped_lines"],
                                  advice=note.get("advice", ""),
+                                 fit=TraceFit.from_dict(note.get("fit")),
                                  requests=note.get("requests", 0)))  # fmt: skip
             continue
         streams = sorted(folder.glob("b*"))
@@ -584,21 +618,26 @@ class PartFailed(Exception):
     """A part of a split ingest failed (not for its input): the whole ingest fails."""
 
 
-def upload_ingest_merge(*, upload_id: int, parts: int) -> None:
-    """The chord's callback: merge the parts' streams in file order, then finish."""
-    upload = Upload.objects.get(pk=upload_id)
-    if upload.status != JobStatus.RUNNING:
+def upload_ingest_merge(*, upload_id: int, parts: int, run: str = "") -> None:
+    """The chord's callback: merge the parts' streams in file order, then finish. A merge
+    whose run no longer owns the upload (see _owned) only removes its run's parts: it
+    never merges, finishes or fails the run that took over."""
+    upload = _owned(upload_id, run)
+    if upload is None:
+        log.warning("merge of upload %s: its run (%r) is over; nothing done", upload_id, run)
+        if run:
+            shutil.rmtree(_parts_folder(upload_id, run), ignore_errors=True)
         return
     with _heartbeat(Upload, upload_id, upload.started_at):
-        _merge_and_finish(upload, parts)
-    shutil.rmtree(_parts_folder(upload_id), ignore_errors=True)
+        _merge_and_finish(upload, parts, run)
+    shutil.rmtree(_parts_folder(upload_id, run), ignore_errors=True)
 
 
-def _merge_and_finish(upload: Upload, parts: int) -> None:
+def _merge_and_finish(upload: Upload, parts: int, run: str) -> None:
     upload_id = upload.pk
     budget = settings.KVSCOPE_MAX_BAD_LINES or None
     try:
-        by_size, unusable = _read_parts(upload_id, parts)
+        by_size, unusable = _read_parts(upload_id, parts, run)
         if not by_size:
             merge_parts([], unusable)  # raises: no part had a usable line
         # smallest size first, as one pass orders them (block_sizes are stored sorted)
@@ -627,8 +666,9 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
         if retry:  # another block size reads it: kept a day for Retry, then purged
             fields["keep_raw_until"] = timezone.localdate() + dt.timedelta(days=1)
         # one write: no page ever shows the failure without its counts or its Retry
-        _fail(Upload, upload.pk, str(exc), upload.started_at, **fields)
-        if upload.keep_raw_until is None and not retry:  # the bytes stay unusable
+        failed = _fail(Upload, upload.pk, str(exc), upload.started_at, **fields)
+        # (a run taken over leaves the raw files to the run that owns the upload now)
+        if failed and upload.keep_raw_until is None and not retry:  # the bytes stay unusable
             upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)

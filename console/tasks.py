@@ -36,11 +36,15 @@ def purge_expired_raw_task() -> int:
 
 
 @shared_task(name="kvscope.ingest_part", acks_late=True, ignore_result=False)
-def ingest_part_task(upload_id: int, index: int, start: int, end: int, first_line: int) -> int:
+def ingest_part_task(
+    upload_id: int, index: int, start: int, end: int, first_line: int, run: str = ""
+) -> int:
+    """`run`: the run mark (the claim's started_at) of the ingest that split the upload; a
+    part of a run taken over does nothing. "" for messages queued before it was added."""
     from console.services import upload_ingest_part
 
     upload_ingest_part(
-        upload_id=upload_id, index=index, start=start, end=end, first_line=first_line
+        upload_id=upload_id, index=index, start=start, end=end, first_line=first_line, run=run
     )
     return index  # a chord waits for its header's results
 
@@ -53,7 +57,8 @@ def requeue_undispatched_task() -> int:
 
 
 @shared_task(name="kvscope.ingest_merge", acks_late=True)
-def ingest_merge_task(upload_id: int, parts: int) -> None:
+def ingest_merge_task(upload_id: int, parts: int, run: str = "") -> None:
+    """`run`: as for ingest_part_task; a merge of a run taken over does nothing."""
     from console.services import upload_ingest_merge
 
-    upload_ingest_merge(upload_id=upload_id, parts=parts)
+    upload_ingest_merge(upload_id=upload_id, parts=parts, run=run)

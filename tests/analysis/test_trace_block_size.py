@@ -1,6 +1,7 @@
 """A pre-hashed trace read at another block size than its hash_ids were made with: every
 contradiction that fits one other size names it (line reader, column-wise reader, error
-budget, no usable line, partial read), and a trace keeps its own size unless overridden."""
+budget, no usable line, partial read, a split ingest's parts put together), and a trace
+keeps its own size unless overridden."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import pytest
 from analysis import IngestOptions, UnusableInput, ingest, ingest_streams
 from analysis.errors import TooManyBadLines
 from analysis.fasttrace import read_trace
-from analysis.readers import blocks_fit
+from analysis.ingest import ingest_in_parts
+from analysis.readers import TraceFit, blocks_fit, split_lines
 from bench.generate import mooncake_requests, write_jsonl
 
 KEY = b"test-secret-0123456789"
-FIT_512 = "they fit 512: upload again with 512, or leave the block size to the format"
+FIT_512 = "they fit 512: retry with 512, or leave the block size to the format"
 
 
 def _trace(tmp_path, rows: list[dict], name: str = "trace.jsonl"):
@@ -100,7 +102,7 @@ def test_another_fitting_size_is_named_without_the_format_advice(tmp_path):
         ingest([_trace(tmp_path, rows)], IngestOptions(hash_key=KEY))
     assert str(refused.value).endswith(
         "hash_ids contradict input_length on 3 lines at 512 tokens per block; they fit 16: "
-        "upload again with 16"
+        "retry with 16"
     )
 
 
@@ -150,3 +152,79 @@ def test_a_trace_keeps_its_own_size_when_it_is_among_those_chosen(mooncake):
     # chosen alone, another size still overrides the trace's own
     alone = ingest_streams([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
     assert list(alone) == [256]
+
+
+def _lines_per_part(path, parts: int) -> list[int]:
+    data = path.read_bytes()
+    return [data[r.start : r.end].count(b"\n") for r in split_lines(path, parts)]
+
+
+def test_a_split_ingest_with_no_usable_line_names_512_with_every_parts_count(tmp_path):
+    # 1000 tokens in 2 blocks: 512-token blocks, never 256; the parts hold different
+    # numbers of lines, so each part's own advice counts differently
+    rows = [{"timestamp": i, "input_length": 1000, "hash_ids": [i, i + 1]} for i in range(50)]
+    path = _trace(tmp_path, rows)
+    assert len(set(_lines_per_part(path, 3))) > 1
+    options = IngestOptions(hash_key=KEY, block_tokens=256)
+    with pytest.raises(UnusableInput) as whole:
+        ingest([path], options)
+    with pytest.raises(UnusableInput) as split:
+        ingest_in_parts(path, options, 3)
+    advice = f"hash_ids contradict input_length on 50 lines at 256 tokens per block; {FIT_512}"
+    assert split.value.advice == whole.value.advice == advice  # for the console to keep it
+    assert str(split.value) == str(whole.value)  # worded once, as one pass words it
+    assert str(split.value).count("they fit") == 1
+    assert split.value.fit == TraceFit(256, (512,), 50)
+    assert split.value.skipped_lines == 50
+
+
+def test_a_split_partial_read_notes_512_once_with_the_summed_count(mooncake):
+    bad, _ = _at_256(mooncake)
+    options = IngestOptions(hash_key=KEY, block_tokens=256)
+    assert len(set(_lines_per_part(mooncake, 3))) > 1
+    merged = ingest_in_parts(mooncake, options, 3)
+    assert merged.skipped_lines == bad
+    note = f"hash_ids contradict input_length on {bad:,} lines at 256 tokens per block; {FIT_512}"
+    assert merged.notes == ingest([mooncake], options).notes == [note]
+
+
+def test_the_merged_error_budget_stop_of_a_split_ingest_names_512(mooncake):
+    bad, _ = _at_256(mooncake)
+    # no part alone goes past the budget; all of them together do
+    options = IngestOptions(hash_key=KEY, block_tokens=256, max_bad_lines=bad - 1)
+    assert max(_at_256_part(mooncake, r) for r in split_lines(mooncake, 3)) < bad - 1
+    with pytest.raises(TooManyBadLines) as stop:
+        ingest_in_parts(mooncake, options, 3)
+    advice = f"hash_ids contradict input_length on {bad:,} lines at 256 tokens per block; {FIT_512}"
+    assert stop.value.advice == advice
+    assert str(stop.value).startswith(f"stopped after {bad:,} bad lines, past the budget of ")
+    assert str(stop.value).endswith(f"a report from the rest would mislead; {advice}")
+
+
+def _at_256_part(path, byte_range) -> int:
+    rows = [orjson.loads(line) for line in
+            path.read_bytes()[byte_range.start : byte_range.end].splitlines()]  # fmt: skip
+    return sum(not (len(r["hash_ids"]) - 1) * 256 < r["input_length"]
+               <= len(r["hash_ids"]) * 256 for r in rows)  # fmt: skip
+
+
+def test_a_part_whose_lines_all_fit_still_vetoes_the_size_for_the_whole_log(tmp_path):
+    rows = [{"timestamp": i, "input_length": 1000, "hash_ids": [i, i + 1]} for i in range(20)]
+    # the second half fits 256 and never 512 (700 tokens in 3 blocks): no size mends all
+    rows += [{"timestamp": 20 + i, "input_length": 700, "hash_ids": [1, 2, 3]} for i in range(20)]
+    path = _trace(tmp_path, rows)
+    options = IngestOptions(hash_key=KEY, block_tokens=256)
+    whole = ingest([path], options)
+    merged = ingest_in_parts(path, options, 2)
+    assert merged.requests == whole.requests == 20 and merged.skipped_lines == 20
+    assert merged.notes == whole.notes == []
+
+
+def test_fits_combine_in_the_formats_order_and_sum_their_counts():
+    parts = [TraceFit(256, (16, 32, 512), 2), None, TraceFit(256, (512, 16), 0),
+             TraceFit(256, (512, 16, 1024), 3)]  # fmt: skip
+    assert TraceFit.combine(parts) == TraceFit(256, (512, 16), 5)
+    assert TraceFit.combine(parts).advice().endswith("on 5 lines at 256 tokens per block; "
+                                                     f"{FIT_512}")  # fmt: skip
+    assert TraceFit.combine([None]) is None
+    assert TraceFit.from_dict(TraceFit(256, (512,), 4).to_dict()) == TraceFit(256, (512,), 4)

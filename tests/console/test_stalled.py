@@ -14,12 +14,20 @@ from pathlib import Path
 
 import orjson
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
+from analysis.readers import split_lines
 from bench.generate import chat_requests, write_jsonl
 from console.models import Analysis, JobStatus, Upload
-from console.services import upload_create, upload_ingest, upload_retry
+from console.services import (
+    upload_create,
+    upload_ingest,
+    upload_ingest_merge,
+    upload_ingest_part,
+    upload_retry,
+)
 from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
 
 pytestmark = [
@@ -153,3 +161,62 @@ def test_a_stalled_analysis_offers_retry_and_runs_again(client, analyst, kept_up
     client.post(reverse("analysis_retry", args=[left.pk]))
     again = Analysis.objects.get(pk=left.pk)
     assert again.status == JobStatus.DONE and again.report == done.report
+
+
+def _parts_folders(upload: Upload) -> list[str]:
+    folder = Path(settings.ARTIFACT_ROOT) / f"upload-{upload.pk}"
+    return sorted(p.name for p in folder.glob("parts*"))
+
+
+def test_a_split_ingest_taken_over_leaves_the_new_run_to_its_own_parts(kept_upload, settings):
+    """A split ingest stalls (its parts wait in the queue), Retry re-claims it; the old
+    run's late part and merge, carrying the old run mark, write nothing and never finish
+    the new run; the new run's merge does. The services are called as the tasks would."""
+    settings.KVSCOPE_STALL_SECONDS = 180
+    ranges = split_lines(kept_upload.raw_paths[0], 2)
+    assert len(ranges) == 2
+    Upload.objects.filter(pk=kept_upload.pk).update(ingest_parts=2)
+    old = _left_running(kept_upload, 240, "other-machine:7")
+    old_run = old.started_at.isoformat()
+
+    def part(i: int, run: str) -> None:
+        r = ranges[i]
+        upload_ingest_part(upload_id=old.pk, index=i, start=r.start, end=r.end,
+                           first_line=r.first_line, run=run)  # fmt: skip
+
+    part(0, old_run)  # the old run's first part ran before it stalled
+    assert len(_parts_folders(old)) == 1
+    # Retry re-claims the stalled upload: a new run, with its own mark
+    now = timezone.now()
+    Upload.objects.filter(pk=old.pk).update(
+        started_at=now, heartbeat_at=now, progress_done=0, processed_by="this"
+    )
+    new = Upload.objects.get(pk=old.pk)
+    new_run = new.started_at.isoformat()
+    assert new_run != old_run
+    part(0, new_run)
+    assert len(_parts_folders(new)) == 2  # its own folder, beside the old run's
+    # the old run's late part writes nothing, and counts no progress
+    before = set((Path(settings.ARTIFACT_ROOT) / f"upload-{new.pk}").rglob("*"))
+    progress = Upload.objects.get(pk=new.pk).progress_done
+    part(1, old_run)
+    assert set((Path(settings.ARTIFACT_ROOT) / f"upload-{new.pk}").rglob("*")) == before
+    assert Upload.objects.get(pk=new.pk).progress_done == progress
+    # the old merge (its parts incomplete) neither merges nor fails nor finishes the new run
+    upload_ingest_merge(upload_id=new.pk, parts=2, run=old_run)
+    row = Upload.objects.get(pk=new.pk)
+    assert (row.status, row.started_at, row.streams, row.message) == (
+        JobStatus.RUNNING, new.started_at, {}, "")  # fmt: skip
+    assert row.raw_paths and Path(row.raw_paths[0]).exists()
+    assert len(_parts_folders(row)) == 1  # it removed its own run's parts only
+    # a part or merge queued before runs were marked cannot say whose it is: nothing
+    part(1, "")
+    upload_ingest_merge(upload_id=new.pk, parts=2)
+    assert Upload.objects.get(pk=new.pk).status == JobStatus.RUNNING
+    # the new run's last part and its merge finish the upload, as one pass would
+    part(1, new_run)
+    upload_ingest_merge(upload_id=new.pk, parts=2, run=new_run)
+    done = Upload.objects.get(pk=new.pk)
+    assert done.status == JobStatus.DONE, done.message
+    assert done.requests == 120 and done.started_at == new.started_at
+    assert _parts_folders(done) == []

@@ -32,7 +32,10 @@ from tests.console.conftest import PASSWORD, wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SHARED_TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
-FIT_512 = "at 256 tokens per block; they fit 512: upload again with 512, or leave the block size to the format"  # noqa: E501
+FIT_512 = (
+    "at 256 tokens per block; "
+    + "they fit 512: retry with 512, or leave the block size to the format"
+)
 
 
 @pytest.fixture
@@ -177,6 +180,42 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     assert (_facts(page)["Requests"], _facts(page)["Lines skipped"]) == (f"{len(rows):,}", "0")
 
 
+def test_a_split_trace_read_at_256_keeps_its_file_and_retry_with_512_reads_it(
+    client, analyst, long_prompts, settings
+):
+    """The same over a split ingest: each part counts its own contradictions, so the
+    advice is put together from all of them (not lost, with the raw file along with it)."""
+    from analysis.readers import split_lines
+
+    settings.KVSCOPE_INGEST_PARTS = 3  # every upload of one plain file is split
+    settings.KVSCOPE_PARALLEL_MIN_BYTES = 1
+    rows = _rows(long_prompts)
+    data = long_prompts.read_bytes()
+    per_part = [data[r.start : r.end].count(b"\n") for r in split_lines(long_prompts, 3)]
+    assert len(per_part) == 3 and len(set(per_part)) > 1  # each part's own count differs
+    _login(client, analyst)
+    with open(long_prompts, "rb") as fh:
+        _post_upload(client, [fh], block_sizes=["256"])
+    failed = wait_for(_finished(Upload.objects.get().pk))
+    assert failed.ingest_parts == 3
+    assert failed.status == "failed" and failed.block_sizes == [256]
+    assert failed.message.endswith(f"hash_ids contradict input_length on {len(rows):,} lines "
+                                   f"{FIT_512}")  # fmt: skip
+    assert failed.message.count("they fit") == 1
+    assert failed.raw_paths and all(Path(p).exists() for p in failed.raw_paths)
+    assert failed.keep_raw_until == timezone.localdate() + dt.timedelta(days=1)
+    page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
+    assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
+
+    response = client.post(reverse("upload_retry", args=[failed.pk]),
+                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
+    assert response.status_code == 302
+    done = wait_for(_finished(failed.pk))
+    assert done.status == "done", done.message
+    assert done.block_sizes == [512] and done.available_block_sizes == [512]
+    assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
+
+
 def test_a_trace_partly_readable_at_256_says_on_its_page_which_size_fits(client, analyst, trace):
     rows = _rows(trace)
     bad = sum(not _fits(row, 256) for row in rows)
@@ -230,8 +269,8 @@ def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
     failed = wait_for(_finished(Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [64, 256]
     # a trace has one size: the smallest ticked, as the help text says
-    assert failed.message.endswith("at 64 tokens per block; they fit 512: upload again with "
-                                   "512, or leave the block size to the format")  # fmt: skip
+    assert failed.message.endswith("at 64 tokens per block; they fit 512: retry with 512, "
+                                   "or leave the block size to the format")  # fmt: skip
     response = client.post(reverse("upload_retry", args=[failed.pk]), {"sizes_shown": "1"})
     assert response.status_code == 400
     page = response.content.decode()
@@ -249,8 +288,8 @@ def test_retry_with_the_formats_own_stores_no_explicit_size(long_prompts):
     upload = wait_for(_finished(created.pk))
     assert upload.status == "failed" and upload.block_sizes == [128]
     assert upload.message.endswith(
-        "at 128 tokens per block; they fit 512: upload again with 512, or leave the block "
-        "size to the format"
+        "at 128 tokens per block; they fit 512: retry with 512, or leave the block size to "
+        "the format"
     )
     upload_retry(upload=upload, block_sizes=[])
     done = wait_for(_finished(upload.pk))
