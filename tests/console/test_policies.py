@@ -383,6 +383,7 @@ def _approved(analysis, analyst, approver, mutate=None):
 
 def test_lmcache_yaml_export(analysis, analyst, approver):
     def tp4_disk(body):
+        body["routes"] = ["llama-3.1-8b"]  # the analysis's model: per rank = total / tp
         body["evidence"] = {}
         body["tiers"]["no_persistent_storage"] = False
         body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
@@ -404,8 +405,12 @@ def test_lmcache_yaml_export(analysis, analyst, approver):
     assert config["remote_url"] is None
 
 
+def _llama_only(body):
+    body["routes"] = ["llama-3.1-8b"]  # the model the analysis sized: sizes as the policy's
+
+
 def test_vllm_flags_export(analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver)
+    version = _approved(analysis, analyst, approver, _llama_only)
     lines = [line for line in export_text(version, "vllm").splitlines()
              if not line.startswith("#")]  # fmt: skip
     assert version.digest in export_text(version, "vllm")
@@ -425,7 +430,7 @@ def test_vllm_flags_export(analysis, analyst, approver):
 
 
 def test_helm_values_export(analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver)
+    version = _approved(analysis, analyst, approver, _llama_only)
     values = yaml.safe_load(export_text(version, "helm"))
     spec = values["servingEngineSpec"]["modelSpec"][0]
     assert spec["modelURL"] == HF[version.body["routes"][0]]
@@ -438,7 +443,7 @@ def test_exports_need_an_approved_version_and_are_audited(client, analysis, anal
     assert client.login(username=analyst.username, password=PASSWORD)
     url = reverse("policy_export", args=[version.pk, "lmcache.yaml"])
     assert client.get(url).status_code == 302  # a draft: refused, back to the page
-    approved = _approved(analysis, analyst, approver)
+    approved = _approved(analysis, analyst, approver, _llama_only)
     response = client.get(reverse("policy_export", args=[approved.pk, "lmcache.yaml"]))
     assert response.status_code == 200
     assert yaml.safe_load(response.content)["chunk_size"] == 256
@@ -802,6 +807,14 @@ def fp8_tp2(analysis, analyst):
     return wait_for(lambda: Analysis.objects.filter(pk=rerun.pk, status=JobStatus.DONE).first())
 
 
+# Bytes per token by hand (metrics.md sections 5 and 8), for the tests below:
+# llama-3.1-8b: 32 layers, 8 KV heads, head_dim 128; qwen2.5-7b: 28 layers, 4 KV heads, 128;
+# gemma-2-9b: 42 layers, 8 KV heads, 256; deepseek-v3 (MLA): 61 layers, latent 512 + 64.
+LLAMA_FP8_TP2_REPLICA = 32 * (8 // 2) * 128 * 2 * 1 * 2  # 65,536 B per token
+QWEN_FP8_TP2_RANK = 28 * (4 // 2) * 128 * 2 * 1  # 14,336
+QWEN_BF16_TP4_RANK = 28 * (4 // 4) * 128 * 2 * 2  # 14,336
+
+
 def test_every_governed_route_is_exported_with_its_model_tp_and_kv_dtype(fp8_tp2, analyst,
                                                                         approver):  # fmt: skip
     def governs_both(body):
@@ -809,30 +822,43 @@ def test_every_governed_route_is_exported_with_its_model_tp_and_kv_dtype(fp8_tp2
 
     version = _approved(fp8_tp2, analyst, approver, governs_both)
     assert version.body["evidence"]["params"]["kv_dtype"] == "fp8"
+    # 8 GiB for llama at fp8, TP 2 hold 8 GiB / 65,536 B = 131,072 tokens; qwen keeps as
+    # many: 131,072 x 14,336 B = 1.75 GiB per rank, 3.5 GiB over its 2 ranks
+    tokens = 8 * GIB // LLAMA_FP8_TP2_REPLICA
+    assert tokens == 131_072 and tokens * QWEN_FP8_TP2_RANK == 1.75 * GIB
+    per_rank = {"llama-3.1-8b": 4.0, "qwen2.5-7b": 1.75}
     commands = [shlex.split(line) for line in export_text(version, "vllm").splitlines()
                 if not line.startswith("#")]  # fmt: skip
     assert len(commands) == 4  # native and LMCache, for each route
-    pairs = zip(commands[::2], commands[1::2], strict=True)
+    pairs = list(zip(commands[::2], commands[1::2], strict=True))
     for route, (native, lmcache) in zip(HF, pairs, strict=True):
         for command in (native, lmcache[1:]):  # lmcache[0] is LMCACHE_CONFIG_FILE=…
             assert command[:3] == ["vllm", "serve", HF[route]]
             assert command[command.index("--served-model-name") + 1] == route
             assert command[command.index("--tensor-parallel-size") + 1] == "2"
             assert command[command.index("--kv-cache-dtype") + 1] == "fp8"
-        assert float(native[native.index("--kv-offloading-size") + 1]) == 8.0  # replica total
-    lmcache_text = export_text(version, "lmcache")
-    config = yaml.safe_load(lmcache_text)  # one document: both routes run at TP 2
-    assert config["max_local_cpu_size"] == 4.0  # 8 GiB over 2 ranks
-    assert "# for routes: llama-3.1-8b, qwen2.5-7b" in lmcache_text
+        # replica totals: per rank x 2 ranks
+        assert float(native[native.index("--kv-offloading-size") + 1]) == 2 * per_rank[route]
+    # the sizes differ, so each route has its own LMCache file (LMCache loads one mapping)
+    files = {route: lmcache[0].removeprefix("LMCACHE_CONFIG_FILE=")
+             for route, (_, lmcache) in zip(HF, pairs, strict=True)}  # fmt: skip
+    assert files == {"llama-3.1-8b": "lmcache-llama-3-1-8b.yaml",
+                     "qwen2.5-7b": "lmcache-qwen2-5-7b.yaml"}  # fmt: skip
+    for route in HF:
+        lmcache_text = export_text(version, "lmcache", route=route)
+        (config,) = yaml.safe_load_all(lmcache_text)  # one document
+        assert config["max_local_cpu_size"] == per_rank[route]
+        assert f"# save as {files[route]}\n# for routes: {route}\n" in lmcache_text
     assert "# route qwen2.5-7b: model Qwen/Qwen2.5-7B-Instruct, TP 2, KV dtype fp8 (vLLM " \
-        "--kv-cache-dtype fp8)" in lmcache_text  # fmt: skip
+        "--kv-cache-dtype fp8)" in export_text(version, "lmcache", route="qwen2.5-7b")  # fmt: skip
     specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
     assert [s["modelURL"] for s in specs] == list(HF.values())
     for spec, route in zip(specs, HF, strict=True):
         assert spec["vllmConfig"]["tensorParallelSize"] == spec["requestGPU"] == 2
         assert spec["vllmConfig"]["extraArgs"] == ["--kv-cache-dtype", "fp8",
                                                    "--served-model-name", route]  # fmt: skip
-        assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": "4"}
+        buffer = f"{per_rank[route]:g}"  # GB per worker: "4", "1.75"
+        assert spec["lmcacheConfig"] == {"enabled": True, "cpuOffloadingBufferSize": buffer}
 
 
 def test_a_route_served_at_its_own_tp_gets_its_own_per_rank_sizes(fp8_tp2, analyst, approver):
@@ -841,11 +867,18 @@ def test_a_route_served_at_its_own_tp_gets_its_own_per_rank_sizes(fp8_tp2, analy
         body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
 
     version = _approved(fp8_tp2, analyst, approver, qwen_at_tp4)
-    first, second = yaml.safe_load_all(export_text(version, "lmcache"))
-    assert (first["max_local_cpu_size"], second["max_local_cpu_size"]) == (4.0, 2.0)
+    # 131,072 tokens (8 GiB at llama fp8 TP 2) x 14,336 B per qwen bf16 rank at TP 4 (one
+    # of its 4 KV heads each) = 1.75 GiB per rank (not 8 / 4 = 2), 7 GiB over 4 ranks
+    assert 8 * GIB // LLAMA_FP8_TP2_REPLICA * QWEN_BF16_TP4_RANK == 1.75 * GIB
+    llama = yaml.safe_load(export_text(version, "lmcache", route="llama-3.1-8b"))
+    qwen = yaml.safe_load(export_text(version, "lmcache", route="qwen2.5-7b"))
+    assert (llama["max_local_cpu_size"], qwen["max_local_cpu_size"]) == (4.0, 1.75)
+    native = shlex.split(export_text(version, "vllm").splitlines()[-3])
+    assert native[native.index("--tensor-parallel-size") + 1] == "4"
+    assert native[native.index("--kv-offloading-size") + 1] == "7"
     specs = yaml.safe_load(export_text(version, "helm"))["servingEngineSpec"]["modelSpec"]
     qwen = specs[1]
-    assert qwen["requestGPU"] == 4 and qwen["lmcacheConfig"]["cpuOffloadingBufferSize"] == "2"
+    assert qwen["requestGPU"] == 4 and qwen["lmcacheConfig"]["cpuOffloadingBufferSize"] == "1.75"
     assert qwen["vllmConfig"]["extraArgs"][:2] == ["--kv-cache-dtype", "auto"]  # its own bf16
 
 
