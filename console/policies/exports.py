@@ -16,6 +16,13 @@ Key and flag names follow the projects' documentation (see shared/docs/engines.m
 Every governed route is exported (serving.served_routes: the model by its Hugging Face
 id, its TP and KV dtype). Every export carries the policy's digest in a comment, so a
 deployed file can be matched to its sign-off.
+
+Sizes (metrics.md section 8): a policy's RAM and disk sizes are replica totals for the
+analysis's (model, KV dtype, TP), i.e. size / its replica bytes per token cached tokens.
+A route keeps as many tokens: per rank = tokens x the route's per-rank bytes per token (at
+the KV dtype its engine holds), total = per rank x the route's TP; rounded up to 0.01 GB.
+A route kvscope has no profile for keeps the policy's total / TP, said in a comment.
+LMCache reads one mapping from LMCACHE_CONFIG_FILE: one file per distinct configuration.
 """
 
 from __future__ import annotations
@@ -89,11 +96,16 @@ def route_size(size_gib: float | None, s: Served, size: Sizing | None) -> RouteS
     total = _exact(size_gib)
     why = ""
     if size is None or size.profile is None:
-        why = "the analysis behind the sizes has no model kvscope can read"
+        why = "no analysis with a model kvscope can read is behind the sizes"
     elif s.profile is None:
         why = f"kvscope does not know the KV bytes per token of {s.model}"
     elif s.tp_problem():
         why = f"TP {s.tp} cannot share its KV heads evenly"
+    else:
+        try:
+            planned = size.profile.replica_kv_bytes_per_token(size.tp, size.kv_dtype)
+        except ValueError:  # an analysis stored before its TP was checked
+            why = f"the analysis's TP {size.tp} cannot share its model's KV heads evenly"
     if why:
         return RouteSize(
             per_rank=_up(total / s.tp),
@@ -101,7 +113,6 @@ def route_size(size_gib: float | None, s: Served, size: Sizing | None) -> RouteS
             note=f"route {s.route}: sizes are the policy's total / TP {s.tp} ({why}; "
             "metrics.md section 8 not applied: check them by hand)",
         )
-    planned = size.profile.replica_kv_bytes_per_token(size.tp, size.kv_dtype)
     own = s.profile.kv_bytes_per_token_per_rank(s.tp, s.engine_kv_dtype)
     per_rank = _up(total * Fraction(own, planned))
     return RouteSize(per_rank=per_rank, total=_up(Fraction(repr(per_rank)) * s.tp), note="")
