@@ -14,7 +14,7 @@ from console.policies.body import (
     WORKER_EXIT,
     persistent_tier_enabled,
 )
-from console.policies.serving import differences, sizing
+from console.policies.serving import differences, engine_problems, sizing
 
 GIB = 1 << 30
 
@@ -119,6 +119,9 @@ def check_body(
         _check_against_evidence(body, evidence_report, tenants_in_traffic, error, warning)
         for message in differences(body, sizing(evidence_report.get("params"))):
             warning("routes", message)
+    size = sizing(evidence_report.get("params")) if evidence_report is not None else None
+    for level, message in engine_problems(body, size):
+        (error if level == "error" else warning)("serving", message)
     if constrained_report is not None:
         _check_against_rerun(body, constrained_report, warning)
     out.sort(key=lambda f: f.level != "error")

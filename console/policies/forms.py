@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django import forms
 
-from analysis.profiles import DTYPE_BYTES
+from analysis.profiles import DTYPE_BYTES, KVProfile
 from console.models import Analysis, BenchRun, JobStatus
 from console.policies.body import (
     CLASSIFICATIONS,
@@ -16,6 +18,7 @@ from console.policies.body import (
     WORKER_EXIT,
     empty_body,
 )
+from console.policies.serving import route_profile, sizing
 
 SCOPE_HELP = {
     "global": "all traffic shares blocks",
@@ -53,8 +56,10 @@ def _gib(label: str) -> forms.FloatField:
     return forms.FloatField(required=False, min_value=0, max_value=MAX_GIB, label=label)
 
 
-def parse_serving(text: str) -> dict:
-    """ "route tp=2 kv_dtype=fp8" lines -> {route: {"tp": 2, "kv_dtype": "fp8"}}."""
+def parse_serving(text: str, profile_of: Callable[[str], KVProfile | None] | None = None) -> dict:
+    """ "route tp=2 kv_dtype=fp8" lines -> {route: {"tp": 2, "kv_dtype": "fp8"}}. With
+    `profile_of` (a route's profile, None when unknown), a tp that cannot share the
+    route's KV heads evenly (metrics.md section 8: 3 ranks for 8 heads) is refused."""
     out: dict = {}
     for number, line in enumerate(text.splitlines(), start=1):
         words = line.split()
@@ -76,6 +81,14 @@ def parse_serving(text: str) -> dict:
             raise forms.ValidationError(f"Line {number}: say tp=… or kv_dtype=… for {route}.")
         if route in out:
             raise forms.ValidationError(f"Line {number}: {route} is given twice.")
+        profile = profile_of(route) if profile_of and "tp" in settings else None
+        if profile is not None:
+            try:
+                profile.check_tp(settings["tp"])
+            except ValueError as exc:
+                raise forms.ValidationError(
+                    f"Line {number}: {route} at tp={settings['tp']}: {exc}."
+                ) from None
         out[route] = settings
     return out
 
@@ -220,7 +233,12 @@ class PolicyForm(forms.Form):
         return self.cleaned_data["routes"]
 
     def clean_serving(self) -> dict:
-        return parse_serving(self.cleaned_data["serving"] or "")
+        # the analysis (a field before this one) is what an unknown route is served as
+        analysis = self.cleaned_data.get("analysis")
+        size = sizing(analysis.params) if analysis is not None else None
+        return parse_serving(
+            self.cleaned_data["serving"] or "", lambda route: route_profile(route, size)
+        )
 
     def clean(self):
         data = super().clean()

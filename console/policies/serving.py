@@ -7,6 +7,11 @@ Hugging Face id. The body may say per route how it is served (`serving`: {route:
 kv_dtype}}); otherwise a route is served as the analysis assumed. Exports serve each
 route's model by its Hugging Face id under the route's own name (--served-model-name),
 and checks warn where a route differs from what the sizes assumed.
+
+A route's profile is what kvscope knows of the model it serves (its preset, or the
+analysis's model for a route name kvscope does not know when the analysis used a preset);
+exports size each route from it (metrics.md section 8), and fall back to the policy's
+total / TP only without one.
 """
 
 from __future__ import annotations
@@ -14,7 +19,14 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from analysis.profiles import DTYPE_BYTES, HF_IDS, PRESETS, ProfileError, profile_from_config
+from analysis.profiles import (
+    DTYPE_BYTES,
+    HF_IDS,
+    PRESETS,
+    KVProfile,
+    ProfileError,
+    profile_from_config,
+)
 
 # vLLM --kv-cache-dtype values for kvscope's KV dtypes ("auto" = the model's own dtype);
 # vLLM has no fp16/fp32 KV cache other than the model's own
@@ -33,6 +45,7 @@ class Sizing:
     model_dtype: str  # the model's own KV element type
     kv_dtype: str
     tp: int
+    profile: KVProfile | None = None  # None when the config.json cannot be read
 
 
 @dataclass(frozen=True)
@@ -43,12 +56,43 @@ class Served:
     tp: int
     kv_dtype: str
     model_dtype: str
+    profile: KVProfile | None = None  # what kvscope knows of the model served
 
     @property
     def vllm_kv_dtype(self) -> str:
         if self.kv_dtype == self.model_dtype:
             return "auto"
         return VLLM_KV_DTYPE.get(self.kv_dtype, "auto")
+
+    @property
+    def engine_kv_dtype(self) -> str:
+        """The KV dtype vLLM holds with `vllm_kv_dtype`: "auto" is the model's own, so a
+        KV dtype vLLM has no value for (fp32, fp16 on a bf16 model) is not what it holds."""
+        if self.kv_dtype == self.model_dtype or self.kv_dtype in VLLM_KV_DTYPE:
+            return self.kv_dtype
+        return self.model_dtype
+
+    def dtype_mismatch(self) -> str:
+        """Why the engine cannot hold the KV dtype asked for, in words ("" when it can)."""
+        if self.engine_kv_dtype == self.kv_dtype:
+            return ""
+        asked, held = DTYPE_BYTES[self.kv_dtype], DTYPE_BYTES[self.engine_kv_dtype]
+        bytes_ = f"{held} bytes per element, not {asked}" if held != asked else "as many bytes"
+        return (
+            f"Route “{self.route}” stores KV as {self.kv_dtype}, but vLLM has no "
+            f"{self.kv_dtype} KV cache: --kv-cache-dtype auto holds the model's own "
+            f"{self.engine_kv_dtype} ({bytes_}); the exports size it for {self.engine_kv_dtype}."
+        )
+
+    def tp_problem(self) -> str:
+        """Why this TP cannot share the model's KV heads ("" when it can or is unknown)."""
+        if self.profile is None:
+            return ""
+        try:
+            self.profile.check_tp(self.tp)
+        except ValueError as exc:
+            return f"Route “{self.route}” at TP {self.tp}: {exc}."
+        return ""
 
 
 def route_preset(route: str) -> str | None:
@@ -61,13 +105,15 @@ def sizing(params: dict | None) -> Sizing | None:
     if not params:
         return None
     preset = route_preset(str(params.get("model") or ""))
-    model_dtype = "bf16"
+    model_dtype, profile = "bf16", None
     if isinstance(params.get("model_config"), dict):
         preset = None
         with contextlib.suppress(ProfileError):  # unreadable: the default stays
-            model_dtype = profile_from_config(params["model_config"]).dtype
+            profile = profile_from_config(params["model_config"])
+            model_dtype = profile.dtype
     elif preset is not None:
-        model_dtype = PRESETS[preset].dtype
+        profile = PRESETS[preset]
+        model_dtype = profile.dtype
     kv_dtype = params.get("kv_dtype") or model_dtype
     return Sizing(
         model=str(params.get("model") or "?"),
@@ -75,6 +121,7 @@ def sizing(params: dict | None) -> Sizing | None:
         model_dtype=model_dtype,
         kv_dtype=kv_dtype if kv_dtype in DTYPE_BYTES else model_dtype,
         tp=max(1, int(params.get("tp") or 1)),
+        profile=profile,
     )
 
 
@@ -88,13 +135,14 @@ def served_routes(body: dict, size: Sizing | None = None) -> list[Served]:
     for route in body["routes"]:
         preset = route_preset(route)
         if preset is not None:
-            model = HF_IDS.get(preset, route)
-            model_dtype = PRESETS[preset].dtype
+            model, profile = HF_IDS.get(preset, route), PRESETS[preset]
+            model_dtype = profile.dtype
         elif size is not None and size.preset is not None:
             # a route name kvscope does not know: serve the model the sizes assumed
             model, model_dtype = HF_IDS.get(size.preset, size.model), size.model_dtype
-        else:
-            model, model_dtype = route, size.model_dtype if size else "bf16"
+            profile = size.profile
+        else:  # served as named: a model kvscope knows nothing of
+            model, model_dtype, profile = route, size.model_dtype if size else "bf16", None
         own = overrides.get(route) or {}
         out.append(
             Served(
@@ -104,8 +152,29 @@ def served_routes(body: dict, size: Sizing | None = None) -> list[Served]:
                 tp=int(own.get("tp") or (size.tp if size else 1)),
                 kv_dtype=own.get("kv_dtype") or (size.kv_dtype if size else model_dtype),
                 model_dtype=model_dtype,
+                profile=profile,
             )
         )
+    return out
+
+
+def route_profile(route: str, size: Sizing | None) -> KVProfile | None:
+    """The profile of the model a route is served as (None when kvscope cannot know)."""
+    preset = route_preset(route)
+    if preset is not None:
+        return PRESETS[preset]
+    return size.profile if size is not None and size.preset is not None else None
+
+
+def engine_problems(body: dict, size: Sizing | None) -> list[tuple[str, str]]:
+    """(level, message) for each route the engine cannot serve as the body says: a TP that
+    splits the KV heads unevenly (an error), a KV dtype vLLM has no value for (a warning)."""
+    out = []
+    for served in served_routes(body, size):
+        if problem := served.tp_problem():
+            out.append(("error", problem))
+        if mismatch := served.dtype_mismatch():
+            out.append(("warning", mismatch))
     return out
 
 

@@ -131,6 +131,12 @@ def _render_version(
         and version.policy.retired_at is None
         and version.state == VersionState.APPROVED,
         "integrity_problem": _integrity_problem(version),
+        # one download per LMCache file: (file name, its routes, the route to ask for)
+        "lmcache_files": [
+            (name, routes, routes[0]) for name, routes in exports.lmcache_files(version.body)
+        ]
+        if version.state == VersionState.APPROVED
+        else [],
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": {
@@ -331,6 +337,9 @@ EXPORTS = {
 
 @reader_required
 def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    """An export of an approved version. LMCache YAML takes ?route=<route> for that
+    route's file when the routes need different ones (exports.lmcache_files); without it,
+    the first route's (the only file when all routes share one)."""
     version = _version(pk)
     if kind not in EXPORTS:
         return HttpResponse(status=404)
@@ -338,20 +347,26 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
         messages.error(request, "Only an approved version can be exported.")
         return redirect("policy_version", pk=pk)
     content_type, name = EXPORTS[kind]
+    route = request.GET.get("route") if name == "lmcache" else None
+    filename = kind
     try:
-        text = export_text(version, name)
-        record_export(version=version, user=request.user, kind=kind)
-    except PolicyError as exc:
+        text = export_text(version, name, route=route)
+        if name == "lmcache":  # the name its vllm serve command gives it
+            files = exports.lmcache_files(version.body)
+            filename = exports.lmcache_file_of(version.body, route) if route else files[0][0]
+        record_export(version=version, user=request.user, kind=filename)
+    except (PolicyError, exports.ExportChoice) as exc:
         messages.error(request, str(exc))
         return redirect("policy_version", pk=pk)
     response = HttpResponse(text, content_type=content_type)
     slug = "".join(c if c.isalnum() else "-" for c in version.policy.name.lower())
-    response["Content-Disposition"] = f'attachment; filename="{slug}-v{version.number}-{kind}"'
+    response["Content-Disposition"] = f'attachment; filename="{slug}-v{version.number}-{filename}"'
     return response
 
 
-def export_text(version: PolicyVersion, name: str) -> str:
-    """An engine configuration of a signed version (refused if its body was changed)."""
+def export_text(version: PolicyVersion, name: str, route: str | None = None) -> str:
+    """An engine configuration of a signed version (refused if its body was changed);
+    for LMCache, the file of `route` (or the only one)."""
     body = signed_body(version)
     signoff = version.signoff
     evidence = body.get("evidence") or {}
@@ -365,7 +380,8 @@ def export_text(version: PolicyVersion, name: str) -> str:
         "scope": body["scope"],
     }
     if name == "lmcache":
-        return exports.lmcache_yaml(body, meta, chunk_size=evidence.get("block_tokens") or 256)
+        chunk_size = evidence.get("block_tokens") or 256
+        return exports.lmcache_yaml(body, meta, chunk_size=chunk_size, route=route)
     if name == "vllm":
         return exports.vllm_flags(body, meta)
     return exports.helm_values(body, meta)

@@ -9,7 +9,9 @@ the policy's RAM per tensor-parallel rank.
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from playwright.sync_api import Page, expect
 from bench.generate import chat_requests, write_jsonl
 from console.models import FINISHED, Analysis, JobStatus, PolicyVersion, VersionState
 from console.policies.body import digest
+from console.policies.exports import lmcache_files
 from console.policies.services import findings_for
 from console.services import analysis_create, upload_create
 from console.templatetags.kvscope import gib
@@ -208,17 +211,24 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
     # --- the LMCache YAML ------------------------------------------------------------------
     page.get_by_role("link", name="Back to the policy").click()
     expect(page).to_have_url(re.compile(rf"/policies/versions/{pk}/$"))
+    # the analysis's own model (its per-rank size is the policy's / TP); when the routes'
+    # sizes differ (qwen2.5-7b keeps fewer bytes per token), each has its own file
+    files = lmcache_files(PolicyVersion.objects.get(pk=pk).body)
+    name = next(n for n, routes in files if "llama-3.1-8b" in routes)
+    label = "LMCache YAML" if len(files) == 1 else f"LMCache YAML: {name}"
     with page.expect_download() as download_info:
-        page.get_by_role("link", name="LMCache YAML").click()
+        page.get_by_role("link", name=label, exact=True).click()
     download = download_info.value
-    assert download.suggested_filename == "chat-eu-v1-lmcache.yaml"
+    assert download.suggested_filename == f"chat-eu-v1-{name}"
     text = Path(download.path()).read_text()
     assert f"policy sha256: {expected_digest}" in text
     assert f"({TP} ranks)" in text
     config = yaml.safe_load(text)
     assert config["chunk_size"] == evidence.block_tokens == 64
     assert config["local_cpu"] is True
-    assert config["max_local_cpu_size"] == round(prefilled_gib / evidence.params["tp"], 2)
+    # rounded up to 0.01 GB: never less than the policy's share
+    per_rank = Fraction(math.ceil(Fraction(str(prefilled_gib)) * 100 / TP), 100)
+    assert config["max_local_cpu_size"] == float(per_rank)
     assert config["local_disk"] is None and config["remote_url"] is None
     assert config["cache_policy"] == "LRU"
 
