@@ -59,9 +59,9 @@ class MultipleFileField(forms.FileField):
 BLOCK_SIZES_HELP = (
     f"The format's own is the default: {_CHAT} tokens for chat logs (LMCache's chunk), "
     f"{_TRACE} for pre-hashed Mooncake traces (the size their hash_ids were made with). "
-    "Sizes you tick replace it. A chat log is keyed at every size ticked, chosen now: token "
-    "ids are never stored, so other sizes need a new upload. A pre-hashed trace has one "
-    "size: its own if ticked, else the smallest ticked."
+    "Ticking a size of your own unticks it (the two do not mix). A chat log is keyed at "
+    "every size ticked, chosen now: token ids are never stored, so other sizes need a new "
+    "upload. A pre-hashed trace has one size: 512 if ticked, else the smallest ticked."
 )
 
 
@@ -79,9 +79,17 @@ def block_sizes_field() -> forms.TypedMultipleChoiceField:
 
 
 def chosen_block_sizes(ticked: list[int]) -> list[int]:
-    """What to store: the sizes ticked (explicit ticks override the format's own), or []
-    for the format's own alone."""
-    return sorted({size for size in ticked if size != FORMAT_OWN})
+    """What to store: the sizes ticked, or [] for the format's own. Both ticked is refused
+    rather than one silently dropped (the page's script unticks the other; this is for a
+    browser without it)."""
+    own = FORMAT_OWN in ticked
+    sizes = sorted({size for size in ticked if size != FORMAT_OWN})
+    if own and sizes:
+        raise forms.ValidationError(
+            "Tick the format's own or sizes of your own, not both: untick “The format's "
+            f"own” to key at {', '.join(map(str, sizes))}, or untick those sizes."
+        )
+    return sizes
 
 
 def block_sizes_initial(stored: list[int]) -> list[int]:
@@ -304,7 +312,21 @@ class AnalysisForm(forms.Form):
                 profile.check_tp(tp)
             except (ProfileError, ValueError) as exc:
                 self.add_error("tp", str(exc))
+        self._check_reserves_fit(data)
         return data
+
+    def _check_reserves_fit(self, data: dict) -> None:
+        """Reserves that take the whole host leave no RAM for KV blocks: said at the host
+        RAM field, not shown later as a negative amount available."""
+        host = data.get("host_ram_gib")
+        reserves = sum(data.get(f"reserve_{name}_gib") or 0.0 for name in RESERVE_LABELS)
+        if host is not None and reserves >= host > 0:
+            self.add_error(
+                "host_ram_gib",
+                f"The reserves ({reserves:,.2f} GiB) take all of the host RAM "
+                f"({host:,.2f} GiB): nothing is left for KV blocks. Lower the reserves or "
+                "give the host's real RAM.",
+            )
 
     def params(self) -> dict:
         """The cleaned values as JSON-ready parameters (console.engine reads them)."""

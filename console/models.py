@@ -66,6 +66,16 @@ class Job(models.Model):
         last = self.heartbeat_at or self.started_at
         return self.status == JobStatus.RUNNING and last is not None and last < stall_cutoff()
 
+    @property
+    def status_label(self) -> str:
+        """The status as badges say it: a stalled job is not shown as running."""
+        return "Stalled" if self.stalled else self.get_status_display()
+
+    @property
+    def badge(self) -> str:
+        """The badge's CSS class (a stalled job looks like the failure it is)."""
+        return "stalled" if self.stalled else self.status
+
 
 class Upload(Job):
     name = models.CharField(max_length=200)

@@ -145,7 +145,8 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     own = page.locator("input[name=block_sizes][value='0']")
     expect(own).to_be_checked()  # initial: the format's own
     page.locator("input[name=block_sizes][value='64']").check()
-    page.locator("input[name=block_sizes][value='256']").check()  # ticked sizes replace it
+    expect(own).not_to_be_checked()  # a size of one's own unticks the format's own
+    page.locator("input[name=block_sizes][value='256']").check()
     page.screenshot(path=SCREENSHOTS / "kvscope-upload.png", full_page=True)
     page.get_by_role("button", name="Upload and analyze").click()
 

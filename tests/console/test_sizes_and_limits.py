@@ -182,6 +182,21 @@ def test_absurd_numbers_are_errors_at_their_field(client, upload, field, value, 
     assert Analysis.objects.count() == before
 
 
+def test_reserves_that_take_the_whole_host_are_an_error_at_host_ram(client, upload):
+    # 32 + 8 GiB of reserves on a 16 GiB host used to show "-24.00 GiB available"
+    before = Analysis.objects.count()
+    form = _form(host_ram_gib="16", reserve_os_gib="32", reserve_page_cache_gib="8")
+    response = client.post(reverse("analysis_new", args=[upload.pk]), form)
+    assert response.status_code == 400
+    assert "The reserves (40.00 GiB) take all of the host RAM (16.00 GiB)" in _errors_at(
+        response, "host_ram_gib"
+    )
+    assert Analysis.objects.count() == before
+    # reserves below the host's RAM are an analysis, as before
+    fits = _analyze(client, upload, host_ram_gib="64", reserve_os_gib="32")
+    assert fits.report["recommendation"]["host"]["available_bytes"] == 32 * 2**30
+
+
 def test_absurd_values_already_stored_never_break_the_page_or_the_json(client, upload):
     analysis = _analyze(client, upload, host_ram_gib="64")
     report = analysis.report

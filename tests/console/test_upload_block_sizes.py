@@ -307,6 +307,21 @@ def test_the_first_analysis_runs_on_256_if_ticked_else_the_formats_own_else_the_
     assert first_analysis_block_size([128, 1024], "mooncake") == 128
 
 
+def test_the_formats_own_and_sizes_of_ones_own_together_are_a_field_error(
+    client, analyst, chat_log
+):
+    # both ticked used to key at the sizes alone, the format's own dropped unsaid
+    _login(client, analyst)
+    with open(chat_log, "rb") as fh:
+        response = _post_upload(client, [fh], block_sizes=[str(FORMAT_OWN), "64"])
+    assert response.status_code == 200 and not Upload.objects.exists()
+    errors = response.context["form"].errors["block_sizes"]
+    assert errors == [
+        "Tick the format's own or sizes of your own, not both: untick “The format's own” "
+        "to key at 64, or untick those sizes."
+    ]
+
+
 def test_a_chat_upload_without_256_runs_its_first_analysis_on_the_smallest(
     client, analyst, chat_log
 ):
