@@ -5,11 +5,21 @@
  *   <div class="chart" data-figure="fig-mrc"></div>
  * after <script src="{% static 'vendor/plotly/plotly.min.js' %}"></script>.
  * Each element gets data-drawn="1" once its chart is drawn (data-drawn="error" if not).
+ *
+ * A chart is drawn when it comes within one viewport height of the screen (an
+ * IntersectionObserver), not before: each one costs tens of milliseconds of the main
+ * thread, and a page of six drawn at once kept it busy for most of a second before the
+ * first screen could be used. The margin is generous so that scrolling finds the next
+ * charts drawn already, and the boxes keep their height (CSS min-height) while empty.
+ * A chart in a closed <details> or a hidden tab has no box: it is drawn when it is shown.
+ * Before printing, every chart not drawn yet is drawn. Without IntersectionObserver,
+ * every chart is drawn at once, those on screen first.
  */
 (function () {
   "use strict";
 
   function fail(el, message) {
+    delete el.dataset.drawing;
     el.textContent = message;
     el.classList.add("chart-error");
     el.setAttribute("role", "alert");
@@ -17,6 +27,8 @@
   }
 
   function draw(el) {
+    if (el.dataset.drawn || el.dataset.drawing) return;
+    el.dataset.drawing = "1";
     var id = el.getAttribute("data-figure");
     var source = id ? document.getElementById(id) : null;
     if (!source) {
@@ -37,6 +49,7 @@
     var config = { responsive: true, displaylogo: false };
     Promise.resolve(window.Plotly.newPlot(el, fig.data, fig.layout || {}, config)).then(
       function () {
+        delete el.dataset.drawing;
         el.dataset.drawn = "1";
       },
       function (err) {
@@ -46,8 +59,37 @@
     );
   }
 
-  function drawAll() {
-    var elements = document.querySelectorAll("[data-figure]");
+  function drawSafely(el) {
+    try {
+      draw(el);
+    } catch (err) {
+      fail(el, "The chart could not be drawn.");
+      if (window.console) window.console.error(err);
+    }
+  }
+
+  function onScreen(box) {
+    var height = window.innerHeight || document.documentElement.clientHeight;
+    return box.height > 0 && box.top < height && box.bottom > 0;
+  }
+
+  // one chart a task: the browser paints and answers input between two charts
+  var queue = [];
+  var scheduled = false;
+  function drawQueued() {
+    scheduled = false;
+    var el = queue.shift();
+    if (el) drawSafely(el);
+    if (queue.length) schedule();
+  }
+  function schedule() {
+    if (scheduled) return;
+    scheduled = true;
+    window.setTimeout(drawQueued, 0);
+  }
+
+  function start() {
+    var elements = Array.prototype.slice.call(document.querySelectorAll("[data-figure]"));
     if (!elements.length) return;
     if (!window.Plotly || typeof window.Plotly.newPlot !== "function") {
       elements.forEach(function (el) {
@@ -55,38 +97,51 @@
       });
       return;
     }
-    // The charts on screen first, the others in a second task: the browser paints the
-    // first screen in between instead of after every chart is done (each costs 50-150 ms
-    // of the main thread), and the rest still come in one go (a task and a paint per
-    // chart made the last one later).
-    var height = window.innerHeight || document.documentElement.clientHeight;
-    var now = [];
-    var later = [];
-    elements.forEach(function (el) {
-      var box = el.getBoundingClientRect();
-      (box.top < height && box.bottom > 0 ? now : later).push(el);
+    // printing shows every chart: draw the rest now (newPlot lays a chart out at once)
+    window.addEventListener("beforeprint", function () {
+      elements.forEach(drawSafely);
     });
-    function drawEach(list) {
-      list.forEach(function (el) {
-        try {
-          draw(el);
-        } catch (err) {
-          fail(el, "The chart could not be drawn.");
-          if (window.console) window.console.error(err);
-        }
+
+    if (typeof window.IntersectionObserver !== "function") {
+      // every chart at once, as before: those on screen, a paint, then the others
+      var later = [];
+      elements.forEach(function (el) {
+        if (onScreen(el.getBoundingClientRect())) drawSafely(el);
+        else later.push(el);
       });
+      if (later.length) {
+        window.setTimeout(function () {
+          later.forEach(drawSafely);
+        }, 0);
+      }
+      return;
     }
-    drawEach(now);
-    if (later.length) {
-      window.setTimeout(function () {
-        drawEach(later);
-      }, 0);
-    }
+
+    var observer = new window.IntersectionObserver(
+      function (entries) {
+        var near = [];
+        entries.forEach(function (entry) {
+          if (!entry.isIntersecting) return;
+          observer.unobserve(entry.target);
+          // on screen now: drawn in this task; near it: one a task, after this one
+          if (onScreen(entry.boundingClientRect)) drawSafely(entry.target);
+          else near.push(entry.target);
+        });
+        if (near.length) {
+          queue = queue.concat(near);
+          schedule();
+        }
+      },
+      { rootMargin: "100% 0px" } // one viewport height above and below the screen
+    );
+    elements.forEach(function (el) {
+      observer.observe(el);
+    });
   }
 
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", drawAll);
+    document.addEventListener("DOMContentLoaded", start);
   } else {
-    drawAll();
+    start();
   }
 })();
