@@ -6,11 +6,13 @@
  * after <script src="{% static 'vendor/plotly/plotly.min.js' %}"></script>.
  * Each element gets data-drawn="1" once its chart is drawn (data-drawn="error" if not).
  *
- * A chart is drawn when it comes within one viewport height of the screen (an
- * IntersectionObserver), not before: each one costs tens of milliseconds of the main
- * thread, and a page of six drawn at once kept it busy for most of a second before the
- * first screen could be used. The margin is generous so that scrolling finds the next
- * charts drawn already, and the boxes keep their height (CSS min-height) while empty.
+ * A chart on screen is drawn at once; one within a viewport height of the screen is drawn
+ * next, one at a time in idle moments (requestIdleCallback); the others when scrolling
+ * brings them that near (IntersectionObserver). Each costs tens of milliseconds of the
+ * main thread, and a page of six drawn at once kept it busy for most of a second before
+ * the first screen could be used. The margin is generous so that scrolling finds the next
+ * charts drawn already; a chart scrolled onto the screen before its turn is drawn at
+ * once; the boxes keep their height (CSS min-height) while empty.
  * A chart in a closed <details> or a hidden tab has no box: it is drawn when it is shown.
  * Before printing, every chart not drawn yet is drawn. Without IntersectionObserver,
  * every chart is drawn at once, those on screen first.
@@ -68,24 +70,35 @@
     }
   }
 
-  function onScreen(box) {
+  function onScreen(el) {
+    var box = el.getBoundingClientRect();
     var height = window.innerHeight || document.documentElement.clientHeight;
     return box.height > 0 && box.top < height && box.bottom > 0;
   }
 
-  // one chart a task: the browser paints and answers input between two charts
+  // the charts near the screen, one an idle moment: the first screen is usable, and input
+  // waits at most for one chart (at most a second: then it is drawn anyway)
   var queue = [];
   var scheduled = false;
+  var later =
+    typeof window.requestIdleCallback === "function"
+      ? function (fn) {
+          window.requestIdleCallback(fn, { timeout: 1000 });
+        }
+      : function (fn) {
+          window.setTimeout(fn, 0);
+        };
   function drawQueued() {
     scheduled = false;
-    var el = queue.shift();
-    if (el) drawSafely(el);
+    // skip those drawn meanwhile (scrolled onto the screen, printed)
+    while (queue.length && queue[0].dataset.drawn) queue.shift();
+    if (queue.length) drawSafely(queue.shift());
     if (queue.length) schedule();
   }
   function schedule() {
     if (scheduled) return;
     scheduled = true;
-    window.setTimeout(drawQueued, 0);
+    later(drawQueued);
   }
 
   function start() {
@@ -104,38 +117,42 @@
 
     if (typeof window.IntersectionObserver !== "function") {
       // every chart at once, as before: those on screen, a paint, then the others
-      var later = [];
+      var rest = [];
       elements.forEach(function (el) {
-        if (onScreen(el.getBoundingClientRect())) drawSafely(el);
-        else later.push(el);
+        if (onScreen(el)) drawSafely(el);
+        else rest.push(el);
       });
-      if (later.length) {
+      if (rest.length) {
         window.setTimeout(function () {
-          later.forEach(drawSafely);
+          rest.forEach(drawSafely);
         }, 0);
       }
       return;
     }
 
-    var observer = new window.IntersectionObserver(
+    // on screen: drawn now (the observer calls back after the page's first layout)
+    var visible = new window.IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (!entry.isIntersecting) return;
+        visible.unobserve(entry.target);
+        drawSafely(entry.target);
+      });
+    });
+    // within one viewport height of the screen: drawn next, one at a time
+    var near = new window.IntersectionObserver(
       function (entries) {
-        var near = [];
         entries.forEach(function (entry) {
           if (!entry.isIntersecting) return;
-          observer.unobserve(entry.target);
-          // on screen now: drawn in this task; near it: one a task, after this one
-          if (onScreen(entry.boundingClientRect)) drawSafely(entry.target);
-          else near.push(entry.target);
+          near.unobserve(entry.target);
+          if (!entry.target.dataset.drawn) queue.push(entry.target);
         });
-        if (near.length) {
-          queue = queue.concat(near);
-          schedule();
-        }
+        if (queue.length) schedule();
       },
-      { rootMargin: "100% 0px" } // one viewport height above and below the screen
+      { rootMargin: "100% 0px" }
     );
     elements.forEach(function (el) {
-      observer.observe(el);
+      visible.observe(el);
+      near.observe(el);
     });
   }
 
