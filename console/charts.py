@@ -37,7 +37,7 @@ STAT_COLOURS = {"p50": PALETTE[0], "p90": PALETTE[2], "p99": PALETTE[1], "max": 
 
 HEIGHT = 360
 # the title sits at the top, the legend in its own line just above the plot
-MARGIN = {"l": 60, "r": 20, "t": 72, "b": 50}
+MARGIN = {"l": 60, "r": 20, "t": 72, "b": 56}
 SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
 
 
@@ -114,9 +114,24 @@ def _layout(fig: go.Figure, title: str, **kwargs: Any) -> None:
     fig.update_layout({**layout, **kwargs})
     # plotly_white turns automargin on for every axis, and each automargined axis makes
     # plotly.js lay the chart out a second time: half of a chart's drawing time. Numeric
-    # y axes fit the fixed left margin (their ticks are short: %, GiB, 10k); category
-    # axes (route names, tiers, context lengths) keep automargin, as their labels vary.
-    fig.for_each_yaxis(lambda axis: axis.update(automargin=axis.type == "category"))
+    # axes fit the fixed margins (their ticks are short: %, GiB, 10k, and the bottom margin
+    # holds a row of ticks and an axis title); category axes (route names, kinds, tiers,
+    # context lengths) keep automargin, as their labels vary. And no axis measures each of
+    # its tick labels to hide the ones past the chart's edge (plotly.js's default for
+    # numeric axes, "hide past div": a getBoundingClientRect a label, a forced layout
+    # each): the margins leave them room.
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        axis.update(automargin=_category(fig, axis), ticklabeloverflow="allow")
+
+
+def _category(fig: go.Figure, axis: Any) -> bool:
+    """A category axis: so typed, or left to plotly.js with text on it (a bar per kind)."""
+    if axis.type is not None:
+        return axis.type == "category"
+    letter = axis.plotly_name[0]  # "xaxis2" -> x, "2"
+    ref = letter + axis.plotly_name[len("xaxis") :]
+    on_axis = [t for t in fig.data if (getattr(t, f"{letter}axis", None) or letter) == ref]
+    return any(isinstance(v, str) for t in on_axis for v in (getattr(t, letter, None) or ()))
 
 
 # --- figures ------------------------------------------------------------------------------

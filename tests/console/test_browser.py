@@ -37,10 +37,11 @@ browser_page = browser_fixtures.browser_page
 
 JOB_TIMEOUT_MS = 120_000  # an ingest or analysis on the real worker (as wait_for in conftest)
 SCREENSHOTS = Path("/tmp")
-DRAWN = """() => {
-  const els = [...document.querySelectorAll('[data-figure]')];
-  return els.length > 0
-    && els.every((el) => el.dataset.drawn === '1' || el.dataset.drawn === 'error');
+# charts.js draws a chart when it comes near the screen: each one is scrolled to, in turn
+CHART_COUNT = "() => document.querySelectorAll('[data-figure]').length"
+DRAWN_NTH = """(n) => {
+  const el = document.querySelectorAll('[data-figure]')[n];
+  return el.dataset.drawn === '1' || el.dataset.drawn === 'error';
 }"""
 CHART_FACTS = """() => [...document.querySelectorAll('[data-figure]')].map((el) => {
   const box = el.getBoundingClientRect();
@@ -62,8 +63,13 @@ CHART_FACTS = """() => [...document.querySelectorAll('[data-figure]')].map((el) 
 
 
 def _wait_for_charts(page: Page) -> list[dict]:
-    """Every [data-figure] drawn by plotly (charts.js sets data-drawn); returns their facts."""
-    page.wait_for_function(DRAWN, timeout=30_000)
+    """Every [data-figure] drawn by plotly (charts.js sets data-drawn), each scrolled into
+    view first (charts.js draws a chart as it comes near the screen); returns their facts."""
+    page.wait_for_function(f"() => ({CHART_COUNT})() > 0", timeout=30_000)
+    charts = page.locator("[data-figure]")
+    for n in range(charts.count()):
+        charts.nth(n).scroll_into_view_if_needed()
+        page.wait_for_function(DRAWN_NTH, arg=n, timeout=30_000)
     facts = page.evaluate(CHART_FACTS)
     width = page.viewport_size["width"]
     for chart in facts:
