@@ -20,6 +20,7 @@ from analysis.readers import (
     INSTRUCTION_ROLES,
     MAX_PROMPT_TOKENS,
     PRECHECK_BYTES,
+    TRACE_BLOCK_SIZES,
     TRACE_BLOCK_TOKENS,
     BlankLineLimit,
     ByteRange,
@@ -32,6 +33,7 @@ from analysis.readers import (
     ReadLimits,
     TraceFit,
     TraceRequest,
+    blocks_fit,
     decode_line,
     detect_format,
     precheck_line,
@@ -650,8 +652,10 @@ def ingest_streams(
     options.block_tokens or the format's default, then options.extra_block_tokens).
 
     Bad lines are skipped and listed; a log with no usable line at all raises
-    UnusableInput with a one-line reason. `names`: each path's name as the user knows
-    it (default: the path's own), used in every error, note and skipped-line entry.
+    UnusableInput with a one-line reason, and so does a whole trace whose contradicting
+    lines all fit one other block size (TraceFit.advice: it was made at that size).
+    `names`: each path's name as the user knows it (default: the path's own), used in
+    every error, note and skipped-line entry.
     """
     builder, names, log = _read(paths, options, progress, byte_range, spill=None, names=names)
     return builder.finish(names, log)
@@ -700,6 +704,9 @@ def _read(
     names = [f.name for f in files]
     multi = len(files) > 1
     formats: dict[int, str] = {}  # each file's own format, from its first valid line
+    # the sizes each trace file read column-wise fits: its lines may veto the size that
+    # another file's contradictions fit (a clean file never reaches the line reader)
+    fast_fits: list[TraceFit] = []
 
     furthest = 0
 
@@ -737,6 +744,7 @@ def _read(
                     gen.close()
                     builder, cols = fast
                     builder.add_trace_columns(cols, file_index)
+                    fast_fits.append(_columns_fit(cols, builder.block_tokens))
                     done_bytes += log_file.size
                     report(done_bytes)
                     continue
@@ -758,6 +766,10 @@ def _read(
                         builder = _builder(obj, options, spill)
                     if reader is None:
                         reader = _reader(builder, log)
+                        if log.advisor is not None:  # a trace: its fit, with the clean files'
+                            log.advisor = lambda own=log.advisor: TraceFit.combine(
+                                [own(), *fast_fits]
+                            )
                     request = reader.parse(obj, line_no)
                     if isinstance(request, TraceRequest):
                         builder.add_trace(request, file_index)
@@ -777,6 +789,9 @@ def _read(
             where = f" in {log_file.name}" if multi else ""
             log.note(f"{log_file.blank_lines:,} blank lines{where} were ignored")
     fit = log.fit()  # a trace read at the wrong block size: name the one that fits
+    # a part of a split ingest never stops for it: its requests may still count, when
+    # another part's lines fit no other size (merge_parts)
+    whole_log = byte_range is None
     advice = fit.advice() if fit is not None else ""
     if builder is None or not builder.requests:
         blank = sum(f.blank_lines for f in files)
@@ -789,7 +804,19 @@ def _read(
             log.skipped_lines,
             fit=fit,
         )
-    if advice:
+    if advice and whole_log:
+        # every contradicting line fits one other size: the trace was made at that size,
+        # and the lines that also fit this one are a biased sample of it (a trace's short
+        # prompts); no analysis at this size means anything, so none is made. The input is
+        # not lost: the advice says which size reads it
+        raise UnusableInput(
+            _made_at_another_size(names, builder.block_tokens, builder.requests, advice),
+            log.errors,
+            log.skipped_lines,
+            fit=fit,
+            requests=builder.requests,
+        )
+    if advice:  # a part of a split ingest: merge_parts decides, from every part's lines
         log.note(advice)
     _note_span(builder, log, names)
     if builder.inexact_texts:
@@ -831,6 +858,22 @@ def _span_note(t: np.ndarray, lines: np.ndarray, files: np.ndarray, names: list[
 
 
 _BLANK_NOTE = re.compile(r"^([\d,]+) blank lines were ignored$")
+
+
+def _made_at_another_size(names: Sequence[str], block_tokens: int, requests: int, advice: str):
+    """Why a trace whose contradicting lines all fit one other size is not analyzed."""
+    kept = f"{requests:,} request{'s' if requests != 1 else ''}"
+    return (f"{', '.join(names)} was made at another block size than {block_tokens} tokens: "
+            f"an analysis of the {kept} that also fit {block_tokens} would be biased; "
+            f"{advice}")  # fmt: skip
+
+
+def _columns_fit(cols: TraceColumns, block_tokens: int) -> TraceFit:
+    """The other sizes every line of a trace file read column-wise fits (none contradicts
+    `block_tokens`: the column-wise reader takes only such a file)."""
+    fitting = tuple(b for b in TRACE_BLOCK_SIZES if b != block_tokens
+                    and bool(np.all(blocks_fit(cols.input_length, cols.nblocks, b))))  # fmt: skip
+    return TraceFit(block_tokens, fitting, 0)
 
 
 def _trace_block_tokens(
@@ -1089,7 +1132,9 @@ def merge_parts(
 
     A trace read at another block size than its own is advised once for the whole log:
     the sizes every part fits, the contradicting lines of all parts (each part's own
-    advice counts its lines only, and a part whose lines all fit may still veto a size)."""
+    advice counts its lines only, and a part whose lines all fit may still veto a size).
+    When that advice names a size, the log is unusable at this one, as on one pass (the
+    parts never stop for it themselves: their requests count when no size mends all)."""
     fit = TraceFit.combine([*(TraceFit.from_dict(s.trace_fit) for s in streams),
                             *(x.fit for x in unusable)])  # fmt: skip
     advice = fit.advice() if fit is not None else ""
@@ -1112,6 +1157,14 @@ def merge_parts(
         last = merged.errors[-1] if merged.errors else {"line": "?", "reason": "?"}
         raise over_budget(merged.skipped_lines, max_bad_lines, f"line {last['line']}",
                           last["reason"], merged.errors, fit, merged.requests)  # fmt: skip
+    if advice:  # every contradicting line of every part fits one other size: as one pass
+        raise UnusableInput(
+            _made_at_another_size(merged.files, merged.block_tokens, merged.requests, advice),
+            merged.errors,
+            merged.skipped_lines,
+            fit=fit,
+            requests=merged.requests,
+        )
     return merged
 
 

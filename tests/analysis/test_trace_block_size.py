@@ -1,7 +1,9 @@
 """A pre-hashed trace read at another block size than its hash_ids were made with: every
 contradiction that fits one other size names it (line reader, column-wise reader, error
-budget, no usable line, partial read, a split ingest's parts put together), and a trace
-keeps its own size unless overridden."""
+budget, no usable line, a split ingest's parts put together) and makes the ingest unusable
+at the size asked for, even when some lines also fit it (they are a biased sample: the
+short prompts); contradictions no single size mends are skipped lines of a partial read.
+A trace keeps its own size unless overridden."""
 
 from __future__ import annotations
 
@@ -48,15 +50,25 @@ def _at_256(path) -> tuple[int, int]:
     return bad, len(rows)
 
 
-def test_a_trace_read_at_256_names_512_as_the_size_that_fits(mooncake):
+def _made_at_512(name: str, requests: int, bad: int) -> str:
+    return (f"{name} was made at another block size than 256 tokens: an analysis of the "
+            f"{requests:,} requests that also fit 256 would be biased; hash_ids contradict "
+            f"input_length on {bad:,} lines at 256 tokens per block; {FIT_512}")  # fmt: skip
+
+
+def test_a_trace_partly_readable_at_256_is_unusable_naming_512(mooncake):
     bad, total = _at_256(mooncake)
-    assert 0 < bad < total  # some lines also fit 256: a partial read
-    stream = ingest([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
-    assert stream.block_tokens == 256 and stream.skipped_lines == bad
-    assert stream.requests == total - bad
-    assert stream.notes == [
+    assert 0 < bad < total  # some lines also fit 256: once a partial read, now refused
+    with pytest.raises(UnusableInput) as refused:
+        ingest([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert not isinstance(refused.value, TooManyBadLines)
+    assert str(refused.value) == _made_at_512("moon.jsonl", total - bad, bad)
+    assert refused.value.advice == (
         f"hash_ids contradict input_length on {bad:,} lines at 256 tokens per block; {FIT_512}"
-    ]
+    )  # for the console to keep the file and offer Retry
+    assert refused.value.fit == TraceFit(256, (512,), bad)
+    assert refused.value.skipped_lines == len(refused.value.errors) == bad
+    assert refused.value.requests == total - bad
     # read with its own size the same file is clean, and says nothing
     own = ingest([mooncake], IngestOptions(hash_key=KEY))
     assert own.block_tokens == 512 and own.skipped_lines == 0 and own.notes == []
@@ -149,9 +161,11 @@ def test_a_trace_keeps_its_own_size_when_it_is_among_those_chosen(mooncake):
     )
     assert list(streams) == [512]
     assert streams[512].skipped_lines == 0
-    # chosen alone, another size still overrides the trace's own
-    alone = ingest_streams([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
-    assert list(alone) == [256]
+    # chosen alone, another size still overrides the trace's own (and is refused here,
+    # since every contradicting line fits 512)
+    with pytest.raises(UnusableInput) as alone:
+        ingest_streams([mooncake], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert alone.value.fit is not None and alone.value.fit.block_tokens == 256
 
 
 def _lines_per_part(path, parts: int) -> list[int]:
@@ -178,14 +192,36 @@ def test_a_split_ingest_with_no_usable_line_names_512_with_every_parts_count(tmp
     assert split.value.skipped_lines == 50
 
 
-def test_a_split_partial_read_notes_512_once_with_the_summed_count(mooncake):
-    bad, _ = _at_256(mooncake)
+def test_a_split_trace_partly_readable_at_256_is_unusable_once_with_the_summed_count(mooncake):
+    bad, total = _at_256(mooncake)
     options = IngestOptions(hash_key=KEY, block_tokens=256)
     assert len(set(_lines_per_part(mooncake, 3))) > 1
-    merged = ingest_in_parts(mooncake, options, 3)
-    assert merged.skipped_lines == bad
-    note = f"hash_ids contradict input_length on {bad:,} lines at 256 tokens per block; {FIT_512}"
-    assert merged.notes == ingest([mooncake], options).notes == [note]
+    # every part has lines that also fit 256: none stops on its own, the merge refuses
+    assert all(_at_256_part(mooncake, r) for r in split_lines(mooncake, 3))
+    with pytest.raises(UnusableInput) as whole:
+        ingest([mooncake], options)
+    with pytest.raises(UnusableInput) as split:
+        ingest_in_parts(mooncake, options, 3)
+    assert str(split.value) == str(whole.value) == _made_at_512("moon.jsonl", total - bad, bad)
+    assert str(split.value).count("they fit") == 1
+    assert split.value.advice == whole.value.advice
+    assert split.value.fit == whole.value.fit == TraceFit(256, (512,), bad)
+    assert split.value.skipped_lines == whole.value.skipped_lines == bad
+    assert split.value.errors == whole.value.errors
+    assert split.value.requests == whole.value.requests == total - bad
+
+
+def test_a_clean_file_read_column_wise_still_vetoes_the_size_another_file_fits(tmp_path):
+    # a.jsonl fits 256 and never 512 (700 tokens in 3 blocks): read column-wise, clean;
+    # b.jsonl contradicts 256 and fits 512: no size mends both, so a partial read
+    clean = _trace(tmp_path, [{"timestamp": i, "input_length": 700, "hash_ids": [1, 2, 3]}
+                              for i in range(5)], "a.jsonl")  # fmt: skip
+    other = _trace(tmp_path, [{"timestamp": 5 + i, "input_length": 1000, "hash_ids": [i, i + 1]}
+                              for i in range(5)], "b.jsonl")  # fmt: skip
+    assert read_trace(clean, 256) is not None
+    stream = ingest([clean, other], IngestOptions(hash_key=KEY, block_tokens=256))
+    assert stream.requests == 5 and stream.skipped_lines == 5
+    assert stream.notes == []
 
 
 def test_the_merged_error_budget_stop_of_a_split_ingest_names_512(mooncake):

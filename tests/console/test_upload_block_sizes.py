@@ -1,6 +1,7 @@
 """The upload form and Retry, through the real views (issue #12): a pre-hashed trace keeps
 its own block size unless the user ticks another; a contradiction names the size that
-fits and Retry can change the sizes; a failed ingest shows the counts its status showed;
+fits (and, when one size fits every line, fails the upload even if some lines also fit the
+one ticked) and Retry can change the sizes; a failed ingest shows the counts its status showed;
 too many files and over-long file names are form errors, never a bare 400 or a 500."""
 
 from __future__ import annotations
@@ -216,19 +217,61 @@ def test_a_split_trace_read_at_256_keeps_its_file_and_retry_with_512_reads_it(
     assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
 
 
-def test_a_trace_partly_readable_at_256_says_on_its_page_which_size_fits(client, analyst, trace):
-    rows = _rows(trace)
+@pytest.fixture
+def shared_head(tmp_path) -> Path:
+    """The first 1,500 lines of Mooncake's published synthetic trace: its short prompts
+    also fit 256, the rest fit 512 only (the browser walk-through's upload, cut short)."""
+    if not SHARED_TRACE.exists():
+        pytest.skip(f"{SHARED_TRACE} is not on this machine")
+    path = tmp_path / "mooncake-head.jsonl"
+    with open(SHARED_TRACE, "rb") as src:
+        path.write_bytes(b"".join(line for _, line in zip(range(1500), src, strict=False)))
+    return path
+
+
+@pytest.mark.parametrize("parts", [1, 3], ids=["one pass", "split in 3"])
+def test_a_trace_partly_readable_at_256_fails_naming_512_and_retry_with_512_reads_it(
+    client, analyst, shared_head, settings, parts
+):
+    """Once a partial upload analysed from the short prompts that happen to fit 256 (a
+    biased sample), with its raw file deleted: now a failure that keeps it for Retry."""
+    if parts > 1:
+        settings.KVSCOPE_INGEST_PARTS = parts
+        settings.KVSCOPE_PARALLEL_MIN_BYTES = 1
+    rows = _rows(shared_head)
     bad = sum(not _fits(row, 256) for row in rows)
+    assert len(rows) == 1500 and all(_fits(row, 512) for row in rows)
     assert 0 < bad < len(rows) and bad <= settings.KVSCOPE_MAX_BAD_LINES  # short prompts fit
     _login(client, analyst)
-    with open(trace, "rb") as fh:
+    with open(shared_head, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])
-    upload = wait_for(_finished(Upload.objects.get().pk))
-    assert upload.status == "partial" and upload.skipped_lines == bad
-    note = f"hash_ids contradict input_length on {bad:,} lines {FIT_512}"
-    assert upload.notes == [note]
-    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
-    assert f'<p class="note">{note}</p>' in page
+    failed = wait_for(_finished(Upload.objects.get().pk))
+    assert failed.ingest_parts == parts
+    assert failed.status == "failed" and failed.block_sizes == [256], failed.message
+    assert failed.message.endswith(
+        f"was made at another block size than 256 tokens: an analysis of the "
+        f"{len(rows) - bad:,} requests that also fit 256 would be biased; hash_ids contradict "
+        f"input_length on {bad:,} lines {FIT_512}"
+    )
+    assert failed.message.count("they fit") == 1
+    assert not Analysis.objects.filter(upload=failed).exists()
+    # the bytes are readable at 512: kept a day for Retry, though retention said delete
+    assert failed.raw_paths and all(Path(p).exists() for p in failed.raw_paths)
+    assert failed.keep_raw_until == timezone.localdate() + dt.timedelta(days=1)
+    assert (failed.skipped_lines, len(failed.errors)) == (bad, bad)
+    status = client.get(reverse("upload_status", args=[failed.pk])).json()
+    assert (status["requests"], status["skipped"]) == (len(rows) - bad, bad)
+    page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
+    assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
+
+    response = client.post(reverse("upload_retry", args=[failed.pk]),
+                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
+    assert response.status_code == 302
+    done = wait_for(_finished(failed.pk))
+    assert done.status == "done", done.message
+    assert done.block_sizes == [512] and done.available_block_sizes == [512]
+    assert (done.requests, done.skipped_lines, done.errors, done.notes) == (len(rows), 0, [], [])
+    assert Analysis.objects.get(upload=done).block_tokens == 512
 
 
 def test_an_error_budget_stop_shows_the_requests_read_and_the_lines_skipped(
