@@ -14,9 +14,10 @@ from analysis.fasttrace import read_trace
 
 KEY = b"test-secret-0123456789"
 _ROOT = Path(__file__).resolve().parents[2]
-# the shared data sits beside the main checkout, or two levels up from a worktree
+# the shared data sits beside the main checkout, two levels up from a worktree, or at the
+# machine's /work/shared (a clean clone elsewhere, as CI makes)
 SHARED_TRACE = next(
-    (p for base in (_ROOT.parent, _ROOT.parent.parent)
+    (p for base in (_ROOT.parent, _ROOT.parent.parent, Path("/work"))
      if (p := base / "shared/data/mooncake_synthetic_trace.jsonl").exists()),
     _ROOT / "missing",
 )  # fmt: skip
