@@ -11,18 +11,16 @@ import logging
 import os
 import re
 import shutil
-import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -33,6 +31,8 @@ from analysis.readers import GZIP_MAGIC, ByteRange, TraceFit, split_lines
 from analysis.stream import stream_meta
 from console import charts
 from console.engine import analysis_params, ingest_options
+from console.heartbeat import DB_LOST, abandoned, heartbeat, worker_name
+from console.leftovers import raw_folder
 from console.models import Analysis, JobStatus, Upload, stalled_q
 
 log = logging.getLogger(__name__)
@@ -65,19 +65,9 @@ class RetryRefused(Exception):
     pass
 
 
-def _worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _raw_folder() -> Path:
-    folder = Path(settings.MEDIA_ROOT) / "raw"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 def _store_raw(source: UploadedFile | Path) -> tuple[Path, str]:
     """Move or copy one file under a generated name; returns (path, name as uploaded)."""
-    target = _raw_folder() / f"{uuid.uuid4().hex}.log"
+    target = raw_folder() / f"{uuid.uuid4().hex}.log"
     tmp = target.with_suffix(".part")  # a crash never leaves a half file under a real name
     try:
         if isinstance(source, Path):
@@ -302,7 +292,7 @@ def _progress_writer(model, pk: int, counters: bool = False) -> Callable[[Progre
             fields |= {"requests_done": p.requests, "skipped_so_far": p.skipped}
         try:
             model.objects.filter(pk=pk).update(**fields)
-        except _DB_LOST:
+        except DB_LOST:
             # the database went away (a restart): progress can wait, the work goes on;
             # the next write reconnects
             connection.close()
@@ -317,81 +307,14 @@ def _claim(model, pk: int, redelivered: bool = False) -> bool:
     its end is conditional on still owning it."""
     claimable = Q(status=JobStatus.PENDING)
     if redelivered:
-        claimable |= _abandoned(model, pk)
+        claimable |= abandoned(model, pk)
     now = timezone.now()
     return bool(
         model.objects.filter(claimable, pk=pk).update(
             status=JobStatus.RUNNING, started_at=now, heartbeat_at=now,
-            processed_by=_worker_name(),
+            processed_by=worker_name(),
         )
     )  # fmt: skip
-
-
-def _abandoned(model, pk: int) -> Q:
-    """The job's run is over: stalled (no beat for KVSCOPE_STALL_SECONDS), or its process
-    was on this machine and is gone (a worker killed here: no need to wait for the beat).
-    A redelivery can also be a copy of a task still running (the broker restored it when
-    the connection dropped): that run beats, so it is left alone."""
-    abandoned = stalled_q()
-    owner = (
-        model.objects.filter(pk=pk, status=JobStatus.RUNNING)
-        .values_list("processed_by", flat=True)
-        .first()
-    )
-    if owner and _process_gone(owner):
-        abandoned |= Q(status=JobStatus.RUNNING, processed_by=owner)
-    return abandoned
-
-
-def _process_gone(worker: str) -> bool:
-    """True if `worker` (host:pid, as _worker_name writes it) was a process on this
-    machine that no longer runs (a zombie, killed but not yet reaped, counts as gone)."""
-    host, _, pid_text = worker.rpartition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False  # another machine's: only its beat can tell
-    try:
-        stat = Path(f"/proc/{pid_text}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] == "Z"
-
-
-def _heartbeat_interval() -> float:
-    return min(30.0, settings.KVSCOPE_STALL_SECONDS / 6)
-
-
-@contextmanager
-def _heartbeat(model, pk: int, run: dt.datetime | None) -> Iterator[None]:
-    """While the body runs, a background thread writes the job's sign of life (its beat
-    and this worker's name) every few seconds, so a long step with no progress callback
-    (tokenizing, the analysis after an ingest) still beats, and a job whose worker died
-    stops beating: it shows stalled, with Retry. Only while `run` still owns the job."""
-    stop = threading.Event()
-    beater = threading.Thread(
-        target=_beat, args=(model, pk, run, stop), name=f"beat-{pk}", daemon=True
-    )
-    beater.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        beater.join(timeout=10)  # a beat stuck on a lost database must not hold the task
-
-
-def _beat(model, pk: int, run: dt.datetime | None, stop: threading.Event) -> None:
-    owned = {"started_at": run} if run is not None else {}
-    try:
-        while not stop.wait(_heartbeat_interval()):
-            try:
-                model.objects.filter(pk=pk, status=JobStatus.RUNNING, **owned).update(
-                    heartbeat_at=timezone.now(), processed_by=_worker_name()
-                )
-            except _DB_LOST:
-                connection.close()  # a database restart: the next beat reconnects
-    finally:
-        connection.close()  # this thread's own database connection
 
 
 def _clear_leftovers(upload_id: int) -> None:
@@ -402,9 +325,6 @@ def _clear_leftovers(upload_id: int) -> None:
             # (a split ingest's parts: "parts-<run>", and "parts" before runs were marked)
             if entry.name.startswith(".") or entry.name.startswith("parts"):
                 shutil.rmtree(entry, ignore_errors=True)
-
-
-_DB_LOST = (OperationalError, InterfaceError)
 
 
 def _fail(model, pk: int, message: str, run=None, **fields) -> bool:
@@ -424,7 +344,7 @@ def _fail(model, pk: int, message: str, run=None, **fields) -> bool:
                     **fields,
                 )
             )
-        except _DB_LOST:
+        except DB_LOST:
             if attempt == 7:
                 raise
             connection.close()
@@ -432,7 +352,7 @@ def _fail(model, pk: int, message: str, run=None, **fields) -> bool:
 
 
 def _failure_message(exc: Exception) -> str:
-    if isinstance(exc, _DB_LOST):
+    if isinstance(exc, DB_LOST):
         return (f"the database connection was lost during the work ({type(exc).__name__}: "
                 f"{exc}); nothing was kept from this run: press Retry")  # fmt: skip
     if isinstance(exc, PartFailed):
@@ -512,7 +432,7 @@ def upload_ingest(*, upload_id: int, redelivered: bool = False) -> None:
     if upload.ingest_parts > 1 and len(upload.raw_paths) == 1:
         _ingest_in_parts(upload)  # (each part task beats for the upload)
         return
-    with _heartbeat(Upload, upload_id, upload.started_at):
+    with heartbeat(Upload, upload_id, upload.started_at):
         try:
             # written straight to the artifact folder: the ingest's memory follows the
             # distinct content of the log, not its length
@@ -558,7 +478,7 @@ def upload_ingest_part(
     started = upload.started_at
     folder = _parts_folder(upload_id, run) / f"p{index:04d}"
     try:
-        with _heartbeat(Upload, upload_id, started):
+        with heartbeat(Upload, upload_id, started):
             ingest_to_folders(
                 upload.raw_paths,
                 _upload_ingest_options(upload),
@@ -628,7 +548,7 @@ def upload_ingest_merge(*, upload_id: int, parts: int, run: str = "") -> None:
         if run:
             shutil.rmtree(_parts_folder(upload_id, run), ignore_errors=True)
         return
-    with _heartbeat(Upload, upload_id, upload.started_at):
+    with heartbeat(Upload, upload_id, upload.started_at):
         _merge_and_finish(upload, parts, run)
     shutil.rmtree(_parts_folder(upload_id, run), ignore_errors=True)
 
@@ -672,7 +592,7 @@ def _ingest_failed(upload: Upload, exc: Exception) -> None:
             upload_delete_raw(upload_id=upload.pk)
         return
     log.error("ingest of upload %s failed", upload.pk, exc_info=exc)
-    if isinstance(exc, _DB_LOST):
+    if isinstance(exc, DB_LOST):
         connection.close()
     # (temporary folders are cleaned by whoever wrote them, and by the next run's start)
     _fail(Upload, upload.pk, _failure_message(exc), upload.started_at)
@@ -730,7 +650,7 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             stage="done",
             started_at=now,
             finished_at=now,
-            processed_by=_worker_name(),
+            processed_by=worker_name(),
         )
         Upload.objects.filter(pk=upload_id).update(
             status=JobStatus.PARTIAL if first.skipped_lines else JobStatus.DONE,
@@ -765,51 +685,6 @@ def purge_expired_raw() -> int:
         upload_delete_raw(upload_id=upload.pk)
         count += 1
     return count
-
-
-def _older_than(path: Path, cutoff: float) -> bool:
-    try:
-        return path.stat().st_mtime < cutoff
-    except FileNotFoundError:  # its request finished meanwhile
-        return False
-
-
-def _remove_all(paths: Iterator[Path] | list[Path]) -> int:
-    count = 0
-    for path in paths:
-        path.unlink(missing_ok=True)
-        count += 1
-    return count
-
-
-def purge_crash_leftovers() -> int:
-    """Remove what a web process killed mid-upload leaves: Django's temporary upload files
-    (tmp*.upload*) in FILE_UPLOAD_TEMP_DIR and half-stored .part files in MEDIA_ROOT/raw.
-    Only those untouched for KVSCOPE_ORPHAN_SECONDS: a file still being written belongs to
-    a request under way. Needs no database (it runs at web start)."""
-    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
-    temp = Path(settings.FILE_UPLOAD_TEMP_DIR)
-    temp.mkdir(parents=True, exist_ok=True)
-    # Django's own naming (NamedTemporaryFile, suffix ".upload<ext>"): a temp folder shared
-    # with other programs loses nothing else
-    leftovers = [p for p in temp.glob("tmp*.upload*") if _older_than(p, cutoff)]
-    leftovers += [p for p in _raw_folder().glob("*.part") if _older_than(p, cutoff)]
-    return _remove_all(leftovers)
-
-
-def purge_unreferenced_raw() -> int:
-    """Remove raw files no upload refers to (stored, then the upload row was never written:
-    the process died between the two), once older than KVSCOPE_ORPHAN_SECONDS."""
-    cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
-    referenced = {
-        Path(p).name for paths in Upload.objects.values_list("raw_paths", flat=True) for p in paths
-    }
-    orphans = [
-        p
-        for p in _raw_folder().glob("*.log")
-        if p.name not in referenced and _older_than(p, cutoff)
-    ]
-    return _remove_all(orphans)
 
 
 def default_block_size(upload: Upload) -> int:
@@ -860,7 +735,7 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
     run = analysis.started_at  # this claim's mark: a run taken over writes nothing
     progress = _progress_writer(Analysis, analysis_id)
     try:
-        with _heartbeat(Analysis, analysis_id, run):
+        with heartbeat(Analysis, analysis_id, run):
             progress(Progress("loading", 0, 1))
             stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
             report = analyze(stream, analysis_params(**analysis.params), progress=progress)

@@ -28,7 +28,8 @@ def run_analysis_task(self, analysis_id: int) -> None:
 
 @shared_task(name="kvscope.purge_expired_raw")
 def purge_expired_raw_task() -> int:
-    from console.services import purge_crash_leftovers, purge_expired_raw, purge_unreferenced_raw
+    from console.leftovers import purge_crash_leftovers, purge_unreferenced_raw
+    from console.services import purge_expired_raw
 
     purge_crash_leftovers()  # (as the command does)
     purge_unreferenced_raw()

@@ -11,7 +11,7 @@ application = get_wsgi_application()
 def _purge_crash_leftovers() -> None:
     """A web process killed mid-upload leaves its temporary file (the whole upload so far)
     and maybe a half-stored .part: removed when the web starts again."""
-    from console.services import purge_crash_leftovers
+    from console.leftovers import purge_crash_leftovers
 
     purge_crash_leftovers()
 

@@ -8,7 +8,8 @@ Run it daily from cron (or let Celery beat run console.tasks.purge_expired_raw_t
 
 from django.core.management.base import BaseCommand
 
-from console.services import purge_crash_leftovers, purge_expired_raw, purge_unreferenced_raw
+from console.leftovers import purge_crash_leftovers, purge_unreferenced_raw
+from console.services import purge_expired_raw
 
 
 class Command(BaseCommand):
