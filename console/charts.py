@@ -23,8 +23,7 @@ from plotly.subplots import make_subplots
 
 from analysis.compare import window_name
 from analysis.evidence import SideBySide
-
-GIB = 2**30
+from console.format import GIB
 
 # colours: accent first (the console's --accent), then distinguishable, colour-blind-safe-ish
 PALETTE = ("#2f6fdf", "#e07b39", "#2a9d8f", "#c2417a", "#7b61c9", "#8a6d3b", "#5c6778")

@@ -13,8 +13,7 @@ from analysis.budgets import ServingShape
 from analysis.metrics import DEFAULT_WINDOWS, HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, profile_from_config
 from analysis.readers import ReadLimits
-
-GIB = 1 << 30
+from console.format import GIB
 
 
 def ingest_options(

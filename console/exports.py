@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import orjson
 
-GIB = 2**30
+from console.format import GIB
 
 CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio")
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")

@@ -41,6 +41,7 @@ from console.services import (
     upload_retry,
 )
 from console.uploads import files_refused, human_bytes
+from console.web import attachment, download, is_id
 
 
 @require_GET
@@ -284,18 +285,6 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _is_id(value: str) -> bool:
-    """A primary key from a query string: ASCII digits that fit a 64-bit integer."""
-    return value.isascii() and value.isdigit() and len(value) <= 18
-
-
-def download(content: str | bytes, filename: str, content_type: str) -> HttpResponse:
-    """A file the browser saves (not shows)."""
-    response = HttpResponse(content, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @reader_required
 def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     analysis = get_object_or_404(Analysis, pk=pk, status=JobStatus.DONE)
@@ -314,7 +303,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
 
 @reader_required
 def compare(request: HttpRequest) -> HttpResponse:
-    ids = [int(x) for x in request.GET.getlist("a") if _is_id(x)][:4]
+    ids = [int(x) for x in request.GET.getlist("a") if is_id(x)][:4]
     analyses = list(
         Analysis.objects.select_related("upload").filter(pk__in=ids, status=JobStatus.DONE)
     )
@@ -382,5 +371,4 @@ def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
     lines = replay_lines(stream, _replay_options(request, form))
     response = StreamingHttpResponse(lines, content_type="application/jsonl")
     name = f"kvscope-replay-upload{upload.pk}-b{stream.block_tokens}.jsonl"
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
+    return attachment(response, name)

@@ -22,7 +22,7 @@ from console.evidence.services import (
 )
 from console.roles import can_analyze, reader_required
 from console.uploads import files_refused
-from console.views import download
+from console.web import download
 
 
 @reader_required

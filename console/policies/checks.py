@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.format import GIB
 from console.policies.body import (
     END_OF_LIFE_EVENTS,
     LOAD_FAILURE,
@@ -15,8 +16,6 @@ from console.policies.body import (
     persistent_tier_enabled,
 )
 from console.policies.serving import differences, engine_problems, sizing
-
-GIB = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from console.format import GIB
 from console.models import Analysis, BenchRun
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
@@ -31,7 +32,6 @@ from console.policies.models import (
 from console.roles import can_approve, can_author
 from console.signin import record_failure, throttled
 
-GIB = 1 << 30
 # states whose body was signed: fixed, and read only through signed_body()
 SIGNED = (VersionState.APPROVED, VersionState.SUPERSEDED, VersionState.RETIRED)
 

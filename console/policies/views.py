@@ -36,7 +36,7 @@ from console.policies.services import (
 )
 from console.roles import can_approve, can_author, reader_required
 from console.signin import client_address
-from console.views import _is_id
+from console.web import download, forbidden, is_id
 
 
 @reader_required
@@ -52,10 +52,10 @@ def policy_list(request: HttpRequest) -> HttpResponse:
 @reader_required
 def policy_new(request: HttpRequest) -> HttpResponse:
     if not can_author(request.user):
-        return _forbidden(request, "Only analysts draft policies.")
+        return forbidden(request, "Only analysts draft policies.")
     analysis = None
     analysis_id = request.GET.get("analysis") or request.POST.get("analysis")
-    if analysis_id and _is_id(str(analysis_id)):
+    if analysis_id and is_id(str(analysis_id)):
         analysis = Analysis.objects.filter(pk=analysis_id, status=JobStatus.DONE).first()
     form = PolicyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -68,10 +68,6 @@ def policy_new(request: HttpRequest) -> HttpResponse:
         else:
             return redirect("policy_edit", pk=version.pk)
     return render(request, "policies/new.html", {"form": form, "analysis": analysis})
-
-
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "403.html", {"exception": message}, status=403)
 
 
 def _version(pk: int) -> PolicyVersion:
@@ -153,7 +149,7 @@ def _render_version(
 def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
     version = _version(pk)
     if not can_author(request.user):
-        return _forbidden(request, "Only analysts edit policies.")
+        return forbidden(request, "Only analysts edit policies.")
     if not version.editable:
         messages.error(request, "Only a draft can be edited; approved versions are immutable.")
         return redirect("policy_version", pk=pk)
@@ -358,10 +354,8 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     except (PolicyError, exports.ExportChoice) as exc:
         messages.error(request, str(exc))
         return redirect("policy_version", pk=pk)
-    response = HttpResponse(text, content_type=content_type)
     slug = "".join(c if c.isalnum() else "-" for c in version.policy.name.lower())
-    response["Content-Disposition"] = f'attachment; filename="{slug}-v{version.number}-{filename}"'
-    return response
+    return download(text, f"{slug}-v{version.number}-{filename}", content_type)
 
 
 def export_text(version: PolicyVersion, name: str, route: str | None = None) -> str:

@@ -12,10 +12,10 @@ from django import template
 from django.templatetags.static import static
 
 from analysis.compare import window_name
+from console.format import GIB
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 
 register = template.Library()
-GIB = 1 << 30
 OUT_OF_RANGE = "out of range"
 
 
