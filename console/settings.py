@@ -142,7 +142,7 @@ if len(KVSCOPE_HASH_KEY) < 16:
 
 # Uploads stream to temporary files on disk (never whole into memory) and stop past the cap.
 KVSCOPE_UPLOAD_MAX_BYTES = env_int("KVSCOPE_UPLOAD_MAX_BYTES", 10 * 1024**3, minimum=1)
-FILE_UPLOAD_HANDLERS = ["console.uploads.SizeLimitedUploadHandler"]
+FILE_UPLOAD_HANDLERS = ["console.uploads.limits.SizeLimitedUploadHandler"]
 # Files per upload: the handler drops those past this limit (no temporary file; their bytes
 # still count against the size cap) and the form says so at its file field. Django's own
 # count is off: past it Django answers a bare 400 before any form can speak.

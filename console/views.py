@@ -40,7 +40,7 @@ from console.services import (
     upload_create,
     upload_retry,
 )
-from console.uploads import files_refused, human_bytes
+from console.uploads.limits import files_refused, human_bytes
 from console.web import attachment, download, is_id
 
 

@@ -21,7 +21,7 @@ from console.evidence.services import (
     runs_table,
 )
 from console.roles import can_analyze, reader_required
-from console.uploads import files_refused
+from console.uploads.limits import files_refused
 from console.web import download
 
 
