@@ -12,33 +12,28 @@ templates may want to find carry a stable `uid`.
 
 from __future__ import annotations
 
-import base64
-import json
 import math
-from typing import Any
 
 import plotly.graph_objects as go
-from plotly.io.json import to_json_plotly
 from plotly.subplots import make_subplots
 
 from analysis.compare import window_name
 from analysis.evidence import SideBySide
 from console.format import GIB
-
-# colours: accent first (the console's --accent), then distinguishable, colour-blind-safe-ish
-PALETTE = ("#2f6fdf", "#e07b39", "#2a9d8f", "#c2417a", "#7b61c9", "#8a6d3b", "#5c6778")
-INK = "#1d2430"
-MUTED = "#5c6778"
-CLASS_COLOURS = {"hot": "#d1495b", "occasional": "#edae49", "one_off": "#8d99ae"}
-CLASS_LABELS = {"hot": "hot", "occasional": "occasional", "one_off": "one-off"}
-KINDS = ("instruction", "document", "conversation")
-STAT_COLOURS = {"p50": PALETTE[0], "p90": PALETTE[2], "p99": PALETTE[1], "max": PALETTE[3]}
-
-HEIGHT = 360
-# the title sits at the top, the legend in its own line just above the plot
-MARGIN = {"l": 60, "r": 20, "t": 72, "b": 56}
-SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
-
+from console.plotting import (
+    CLASS_COLOURS,
+    CLASS_LABELS,
+    INK,
+    KINDS,
+    MARGIN,
+    MUTED,
+    PALETTE,
+    SIDE_LEGEND,
+    STAT_COLOURS,
+    color,
+    style,
+    to_dict,
+)
 
 # --- formatting ---------------------------------------------------------------------------
 
@@ -58,79 +53,6 @@ def _gib_text(nbytes: float) -> str:
 
 def _pct(ratio: float) -> float:
     return ratio * 100
-
-
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
-# --- serialisation ------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    """Plotly >= 6 encodes numpy arrays as {"dtype", "bdata"} typed arrays: turn any such
-    leftover back into plain lists so the dicts are JSON and easy to inspect."""
-    if isinstance(value, dict):
-        if "bdata" in value and "dtype" in value and set(value) <= {"bdata", "dtype", "shape"}:
-            import numpy as np
-
-            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-            shape = value.get("shape")
-            if shape:
-                dims = [int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape
-                array = array.reshape(dims)
-            return array.tolist()
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _to_dict(fig: go.Figure) -> dict:
-    # to_plotly_json keeps the traces' uids (fig.to_json drops them); plotly's encoder turns
-    # numpy values into JSON, and _plain the typed arrays back into lists
-    out = _plain(json.loads(to_json_plotly(fig.to_plotly_json())))
-    return {"data": out.get("data", []), "layout": out.get("layout", {})}
-
-
-def _layout(fig: go.Figure, title: str, **kwargs: Any) -> None:
-    layout = {
-        "template": "plotly_white",
-        "title": {
-            "text": title,
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 0.98,
-            "yref": "container",
-            "yanchor": "top",
-            "font": {"size": 15},
-        },
-        "height": HEIGHT,
-        "margin": MARGIN,
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
-        "font": {"size": 12, "color": INK},
-    }
-    fig.update_layout({**layout, **kwargs})
-    # plotly_white turns automargin on for every axis, and each automargined axis makes
-    # plotly.js lay the chart out a second time: half of a chart's drawing time. Numeric
-    # axes fit the fixed margins (their ticks are short: %, GiB, 10k, and the bottom margin
-    # holds a row of ticks and an axis title); category axes (route names, kinds, tiers,
-    # context lengths) keep automargin, as their labels vary. And no axis measures each of
-    # its tick labels to hide the ones past the chart's edge (plotly.js's default for
-    # numeric axes, "hide past div": a getBoundingClientRect a label, a forced layout
-    # each): the margins leave them room.
-    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
-        axis.update(automargin=_category(fig, axis), ticklabeloverflow="allow")
-
-
-def _category(fig: go.Figure, axis: Any) -> bool:
-    """A category axis: so typed, or left to plotly.js with text on it (a bar per kind)."""
-    if axis.type is not None:
-        return axis.type == "category"
-    letter = axis.plotly_name[0]  # "xaxis2" -> x, "2"
-    ref = letter + axis.plotly_name[len("xaxis") :]
-    on_axis = [t for t in fig.data if (getattr(t, f"{letter}axis", None) or letter) == ref]
-    return any(isinstance(v, str) for t in on_axis for v in (getattr(t, letter, None) or ()))
 
 
 # --- figures ------------------------------------------------------------------------------
@@ -237,14 +159,14 @@ def mrc_figure(report: dict) -> dict:
     title = "Hit ratio vs host RAM (exact LRU)"
     if not report.get("mrc_exact", True):
         title = f"Hit ratio vs host RAM (sampled at {_pct(report['mrc_sampling_rate']):g}%)"
-    _layout(
+    style(
         fig,
         title,
         xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
         yaxis={"title": {"text": "token hit ratio (%)"}, "rangemode": "tozero"},
         showlegend=True,
     )
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def working_set_figure(report: dict) -> dict:
@@ -256,7 +178,7 @@ def working_set_figure(report: dict) -> dict:
         series = window.get("series") or {}
         t = [s / per for s in series.get("t_s", [])]
         name = window_label(window["window_s"])
-        colour = _color(i)
+        colour = color(i)
         fig.add_trace(
             go.Scatter(
                 x=t,
@@ -283,14 +205,14 @@ def working_set_figure(report: dict) -> dict:
                 hovertemplate=f"%{{x:.1f}} {unit}<br>TTL {name}: %{{y:.2f}} GiB<extra></extra>",
             )
         )
-    _layout(
+    style(
         fig,
         "Working set over time: useful vs store-everything (TTL)",
         xaxis={"title": {"text": f"time since first request ({unit})"}, "rangemode": "tozero"},
         yaxis={"title": {"text": "KV bytes (GiB)"}, "rangemode": "tozero"},
         hovermode="x",
     )
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def reuse_figure(report: dict) -> dict:
@@ -365,7 +287,7 @@ def reuse_figure(report: dict) -> dict:
                 "bgcolor": "rgba(255,255,255,0.8)",
             }
         )
-    _layout(
+    style(
         fig,
         "When blocks come back: reuse time, weighted by tokens",
         xaxis={"type": "log", "title": {"text": "time since previous reference (s, log scale)"}},
@@ -374,7 +296,7 @@ def reuse_figure(report: dict) -> dict:
         annotations=annotations,
         showlegend=False,
     )
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def segments_figure(report: dict) -> dict | None:
@@ -444,7 +366,7 @@ def segments_figure(report: dict) -> dict | None:
             col=2,
         )
     # subplot titles sit above the panels: the legend goes to the side
-    _layout(
+    style(
         fig,
         f"What material is hot (window {name})",
         barmode="stack",
@@ -453,7 +375,7 @@ def segments_figure(report: dict) -> dict | None:
     )
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_yaxes(title_text="share of reused tokens (%)", row=1, col=2)
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def budgets_figure(report: dict) -> dict | None:
@@ -527,7 +449,7 @@ def budgets_figure(report: dict) -> dict | None:
             hovertemplate="%{text}: %{y:.2f} GiB<extra></extra>",
         )
     )
-    _layout(
+    style(
         fig,
         "Memory budgets: GPU per replica and host RAM",
         barmode="stack",
@@ -538,7 +460,7 @@ def budgets_figure(report: dict) -> dict | None:
         legend=SIDE_LEGEND,
         margin={**MARGIN, "r": 200},
     )
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def routes_figure(report: dict) -> dict:
@@ -569,7 +491,7 @@ def routes_figure(report: dict) -> dict:
                 row=1,
                 col=col,
             )
-    _layout(
+    style(
         fig,
         "Request lengths per model route",
         barmode="group",
@@ -577,7 +499,7 @@ def routes_figure(report: dict) -> dict:
         margin={**MARGIN, "r": 80},
     )
     fig.update_yaxes(title_text="tokens", row=1, col=1)
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def report_figures(report: dict) -> dict[str, dict]:
@@ -602,7 +524,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
     """Hit-ratio curves of several reports overlaid, each with its recommended point."""
     fig = go.Figure()
     for i, (label, report) in enumerate(items):
-        colour = _color(i)
+        colour = color(i)
         xs, ys = _curve_xy(report)
         fig.add_trace(
             go.Scatter(
@@ -635,7 +557,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
                 hovertemplate="%{meta[0]}<br>%{text}<br>%{y:.1f}% hit<extra></extra>",
             )
         )
-    _layout(
+    style(
         fig,
         "Hit ratio vs host RAM, compared",
         xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
@@ -650,7 +572,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
         },
         showlegend=True,
     )
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 __all__ = [
@@ -707,9 +629,9 @@ def evidence_heatmap(tier: str, rows: list, concurrencies: list[int]) -> dict:
                           "<br>%{customdata}<extra></extra>",
         )
     )  # fmt: skip
-    _layout(fig, f"SLO pass / fail — {tier}", xaxis={"title": "concurrency", "type": "category"},
+    style(fig, f"SLO pass / fail — {tier}", xaxis={"title": "concurrency", "type": "category"},
             yaxis={"title": "context (tokens)", "type": "category"})  # fmt: skip
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
@@ -732,11 +654,11 @@ def evidence_lines(grid: dict, limit_ms: float | None) -> dict:
     if limit_ms:
         fig.add_hline(y=limit_ms, line_dash="dash", line_color="#c62828",
                       annotation_text=f"SLO {limit_ms:,.0f} ms")  # fmt: skip
-    _layout(fig, "p99 TTFT as concurrency grows", showlegend=True,
+    style(fig, "p99 TTFT as concurrency grows", showlegend=True,
             xaxis={"title": "concurrency", "type": "log", "tickmode": "array",
                    "tickvals": concurrencies, "ticktext": [str(n) for n in concurrencies]},
             yaxis={"title": "p99 TTFT (ms)"})  # fmt: skip
-    return _to_dict(fig)
+    return to_dict(fig)
 
 
 def ttft_side_by_side(group: SideBySide) -> dict:
@@ -751,10 +673,10 @@ def ttft_side_by_side(group: SideBySide) -> dict:
             hovertemplate="%{fullData.name}<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
     schedule = group.schedule
     rate = "unlimited rate" if schedule.request_rate is None else f"{schedule.request_rate:g} req/s"
-    _layout(fig, f"TTFT — {schedule.context_tokens:,} tokens, concurrency "
+    style(fig, f"TTFT — {schedule.context_tokens:,} tokens, concurrency "
                  f"{schedule.concurrency}, {rate}",
             xaxis={"title": "statistic", "type": "category"}, yaxis={"title": "TTFT (ms)"},
             barmode="group", margin={**MARGIN, "b": 110},
             legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0,
                     "xanchor": "left"})  # fmt: skip
-    return _to_dict(fig)
+    return to_dict(fig)
