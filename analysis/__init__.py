@@ -11,7 +11,8 @@ usable on its own:
 
 from analysis.errors import UnusableInput
 from analysis.ingest import IngestOptions, Progress, ingest, ingest_streams, ingest_to_folders
-from analysis.metrics import AnalysisParams, HostBudget, analyze
+from analysis.metrics import analyze
+from analysis.params import AnalysisParams, HostBudget
 from analysis.profiles import PRESETS, KVProfile, preset, profile_from_config, profile_from_file
 from analysis.report import Report
 from analysis.stream import BlockStream

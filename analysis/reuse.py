@@ -111,7 +111,7 @@ def _prev_next(ids: np.ndarray, prev: np.ndarray, nxt: np.ndarray, last: np.ndar
         last[k] = i
 
 
-def index_dtype(n: int) -> type:
+def index_dtype(n: int) -> type[np.int32] | type[np.int64]:
     """int32 indices while they fit: half the memory of int64 on big streams."""
     return np.int32 if n < 2**31 - 1 else np.int64
 

@@ -8,9 +8,16 @@ from pathlib import Path
 
 from django.conf import settings
 
-from analysis import AnalysisParams, HostBudget, IngestOptions, preset, profile_from_file
+from analysis import (
+    AnalysisParams,
+    HostBudget,
+    IngestOptions,
+    KVProfile,
+    preset,
+    profile_from_file,
+)
 from analysis.budgets import ServingShape
-from analysis.metrics import DEFAULT_WINDOWS, HOST_RESERVES
+from analysis.params import DEFAULTS, HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, profile_from_config
 from analysis.readers import ReadLimits
 from console.format import GIB
@@ -21,7 +28,7 @@ def ingest_options(
     format: str = "auto",
     block_tokens: int | None = None,
     extra_block_tokens: tuple[int, ...] = (),
-    encoding: str = "cl100k_base",
+    encoding: str = IngestOptions.encoding,
     previews: bool = False,
     tiktoken_dir: str | None = None,
     trace_partial_cached: bool = True,
@@ -67,19 +74,20 @@ def analysis_params(
     model: str = DEFAULT_PROFILE,
     model_config: dict | str | Path | None = None,
     kv_dtype: str | None = None,
-    scope: str = "global",
+    scope: str = DEFAULTS.scope,
     lifetime: float | None = None,
-    target: float = 0.9,
-    headroom: float = 0.1,
-    tp: int = 1,
-    min_reuses: int = 2,
-    doc_min_tokens: int = 512,
+    target: float = DEFAULTS.target,
+    headroom: float = DEFAULTS.headroom,
+    tp: int = DEFAULTS.tp,
+    min_reuses: int = DEFAULTS.min_reuses,
+    doc_min_tokens: int = DEFAULTS.doc_min_tokens,
     host_ram_gib: float | None = None,
     gpu_memory_gib: float | None = None,
-    weight_dtype: str = "bf16",
+    # the serving shape's defaults are ServingShape's own (its fields' class attributes)
+    weight_dtype: str = ServingShape.weight_dtype,
     params_b: float | None = None,
-    concurrent_sequences: int = 32,
-    context_tokens: int = 8192,
+    concurrent_sequences: int = ServingShape.concurrent_sequences,
+    context_tokens: int = ServingShape.context_tokens,
     **reserves_gib: float | None,
 ) -> AnalysisParams:
     """AnalysisParams from the values of the analysis form or the command line.
@@ -89,18 +97,8 @@ def analysis_params(
     unknown = set(reserves_gib) - {f"reserve_{name}_gib" for name in HOST_RESERVES}
     if unknown:
         raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
-    if isinstance(model_config, dict):
-        profile = profile_from_config(model_config)
-    elif model_config:
-        profile = profile_from_file(model_config)
-    else:
-        profile = preset(model)
-    host = None
-    if host_ram_gib is not None:
-        reserves = {
-            name: _gib(reserves_gib.get(f"reserve_{name}_gib") or 0.0) for name in HOST_RESERVES
-        }
-        host = HostBudget(host_ram_bytes=_gib(host_ram_gib), reserves_bytes=reserves)
+    profile = _profile(model, model_config)
+    host = _host_budget(host_ram_gib, reserves_gib) if host_ram_gib is not None else None
     serving = None
     if gpu_memory_gib is not None:
         serving = ServingShape(
@@ -112,7 +110,7 @@ def analysis_params(
             context_tokens=context_tokens,
         )
     return AnalysisParams(
-        windows_s=tuple(windows) if windows else DEFAULT_WINDOWS,
+        windows_s=tuple(windows) if windows else DEFAULTS.windows_s,
         profile=profile,
         kv_dtype=kv_dtype or None,
         scope=scope,
@@ -125,3 +123,20 @@ def analysis_params(
         host=host,
         serving=serving,
     )
+
+
+def _profile(model: str, model_config: dict | str | Path | None) -> KVProfile:
+    """The KV profile of a Hugging Face config (parsed or a file), else of a preset."""
+    if isinstance(model_config, dict):
+        return profile_from_config(model_config)
+    if model_config:
+        return profile_from_file(model_config)
+    return preset(model)
+
+
+def _host_budget(host_ram_gib: float, reserves_gib: dict[str, float | None]) -> HostBudget:
+    """Host RAM and its reserves (reserve_<name>_gib, absent or empty: 0) in bytes."""
+    reserves = {
+        name: _gib(reserves_gib.get(f"reserve_{name}_gib") or 0.0) for name in HOST_RESERVES
+    }
+    return HostBudget(host_ram_bytes=_gib(host_ram_gib), reserves_bytes=reserves)

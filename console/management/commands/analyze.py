@@ -8,19 +8,37 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis import UnusableInput, analyze, ingest
-from analysis.ingest import FORMATS
-from analysis.metrics import HOST_RESERVES
+from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
+from analysis.ingest import DEFAULT_BLOCK_TOKENS, FORMATS
+from analysis.params import DEFAULTS, HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.reuse import SCOPES
 from analysis.tokens import EncodingUnavailable
 from console.engine import analysis_params, ingest_options
 
-RESERVES = HOST_RESERVES
+
+def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
+    """The analysis parameters of the command's parsed options (not yet validated)."""
+    return analysis_params(
+        windows=opts["window"],
+        model=opts["model"],
+        model_config=opts["model_config"],
+        kv_dtype=opts["kv_dtype"],
+        scope=opts["scope"],
+        lifetime=opts["lifetime"],
+        target=opts["target"],
+        headroom=opts["headroom"],
+        tp=opts["tp"],
+        min_reuses=opts["min_reuses"],
+        doc_min_tokens=opts["doc_min_tokens"],
+        host_ram_gib=opts["host_ram_gib"],
+        **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in HOST_RESERVES},
+    )
 
 
 class Command(BaseCommand):
@@ -41,14 +59,16 @@ class Command(BaseCommand):
             type=int,
             default=None,
             metavar="B",
-            help="tokens per block (default 256 for chat, 512 for traces)",
+            help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat, "
+            f"{DEFAULT_BLOCK_TOKENS['mooncake']} for traces)",
         )
         parser.add_argument(
             "--window",
             type=float,
             action="append",
             metavar="SECONDS",
-            help="reuse window, repeatable (default 300 3600 86400)",
+            help="reuse window, repeatable (default "
+            f"{' '.join(f'{w:g}' for w in DEFAULTS.windows_s)})",
         )
         model = parser.add_mutually_exclusive_group()
         model.add_argument(
@@ -69,14 +89,14 @@ class Command(BaseCommand):
             default=None,
             help="KV element type (default: the model's)",
         )
-        parser.add_argument("--scope", choices=SCOPES, default="global")
+        parser.add_argument("--scope", choices=SCOPES, default=DEFAULTS.scope)
         parser.add_argument("--lifetime", type=float, default=None, metavar="SECONDS")
-        parser.add_argument("--target", type=float, default=0.9)
-        parser.add_argument("--headroom", type=float, default=0.1)
-        parser.add_argument("--tp", type=int, default=1)
-        parser.add_argument("--min-reuses", type=int, default=2)
-        parser.add_argument("--doc-min-tokens", type=int, default=512)
-        parser.add_argument("--encoding", default="cl100k_base")
+        parser.add_argument("--target", type=float, default=DEFAULTS.target)
+        parser.add_argument("--headroom", type=float, default=DEFAULTS.headroom)
+        parser.add_argument("--tp", type=int, default=DEFAULTS.tp)
+        parser.add_argument("--min-reuses", type=int, default=DEFAULTS.min_reuses)
+        parser.add_argument("--doc-min-tokens", type=int, default=DEFAULTS.doc_min_tokens)
+        parser.add_argument("--encoding", default=IngestOptions.encoding)
         parser.add_argument(
             "--tiktoken-dir",
             default=None,
@@ -100,7 +120,7 @@ class Command(BaseCommand):
             default=None,
             help="host RAM, to check the recommendation against",
         )
-        for name in RESERVES:
+        for name in HOST_RESERVES:
             parser.add_argument(
                 f"--reserve-{name.replace('_', '-')}-gib",
                 type=float,
@@ -120,21 +140,7 @@ class Command(BaseCommand):
             if not Path(path).is_file():
                 raise CommandError(f"{path}: no such file")
         try:
-            params = analysis_params(
-                windows=opts["window"],
-                model=opts["model"],
-                model_config=opts["model_config"],
-                kv_dtype=opts["kv_dtype"],
-                scope=opts["scope"],
-                lifetime=opts["lifetime"],
-                target=opts["target"],
-                headroom=opts["headroom"],
-                tp=opts["tp"],
-                min_reuses=opts["min_reuses"],
-                doc_min_tokens=opts["doc_min_tokens"],
-                host_ram_gib=opts["host_ram_gib"],
-                **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in RESERVES},
-            )
+            params = params_from_options(opts)
             params.validate()
             stream = ingest(
                 opts["logs"],

@@ -1,0 +1,83 @@
+"""The hit-ratio curve over cache capacity: exact LRU stack distances up to a size, a
+SHARDS sample of the scoped keys beyond it, and the points the report lists."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.mrc import (
+    curve_capacities,
+    hit_tokens_by_capacity,
+    sampled,
+    shards_hit_tokens,
+    stack_distances,
+)
+from analysis.params import AnalysisParams
+from analysis.reuse import dense_ids, hits_within, prev_next, scoped_ids
+from analysis.stream import BlockStream
+
+
+def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
+    if params.shards_rate is not None:
+        return params.shards_rate
+    if block_refs <= params.mrc_exact_limit:
+        return 1.0
+    return min(1.0, 4_000_000 / block_refs)
+
+
+def exact_curve(
+    prev: np.ndarray, tokens: np.ndarray, reuse: np.ndarray, lifetime_us: int | None
+) -> np.ndarray:
+    """Hit tokens by capacity in slots; with a lifetime only reuses within it can hit."""
+    dist = stack_distances(prev)
+    eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
+    return hit_tokens_by_capacity(dist, tokens, eligible)
+
+
+def sampled_curve(
+    stream: BlockStream,
+    salts: np.ndarray,
+    ref_req: np.ndarray,
+    reuse: np.ndarray,
+    lifetime_us: int | None,
+    rate: float,
+) -> np.ndarray:
+    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream."""
+    ids, _ = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
+    keep = sampled(ids, rate)
+    sub_ids, sub_distinct = dense_ids(ids[keep])
+    del ids
+    sub_prev, _ = prev_next(sub_ids, sub_distinct)
+    dist = stack_distances(sub_prev)
+    sub_reuse = reuse[keep]
+    eligible = hits_within(sub_reuse, lifetime_us) if lifetime_us is not None else None
+    return shards_hit_tokens(dist, stream.ref_tokens[keep], rate, _ref_tokens(stream),
+                             eligible)  # fmt: skip
+
+
+def _ref_tokens(stream: BlockStream) -> int:
+    return int(stream.ref_tokens.sum(dtype=np.int64))
+
+
+def curve_points(
+    cum: np.ndarray, total_tokens: int, slot_bytes: int, rate: float, recommended_slots: int
+) -> list[dict]:
+    """The report's `mrc`: hit ratio at log-spaced capacities and at the recommended one."""
+    capacities = curve_capacities(int(cum.size - 1), extra=(recommended_slots,))
+    points = [
+        {
+            "capacity_bytes": int(c) * slot_bytes,
+            "capacity_slots": int(c),
+            "hit_ratio": hit_share(int(cum[min(int(c), cum.size - 1)]), total_tokens),
+        }
+        for c in capacities
+    ]
+    if rate < 1.0:  # below 100 / rate slots a sampled curve is noise: say so
+        for point in points:
+            point["resolved"] = point["capacity_slots"] >= 100 / rate
+    return points
+
+
+def hit_share(hit_tokens: int, total_tokens: int) -> float:
+    """Hit tokens as a share of all prompt tokens (0 for an empty stream)."""
+    return hit_tokens / total_tokens if total_tokens else 0.0

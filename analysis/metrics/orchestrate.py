@@ -1,0 +1,233 @@
+"""analyze(): a block stream and a parameter set -> Report. Every number of metrics.md is
+computed from the stored stream, so re-analysis never re-reads or re-tokenizes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from analysis.budgets import memory_budgets
+from analysis.ingest import Progress, ProgressFn
+from analysis.metrics.curve import (
+    curve_points,
+    exact_curve,
+    hit_share,
+    sampled_curve,
+    sampling_rate,
+)
+from analysis.metrics.recommend import recommend
+from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
+from analysis.params import AnalysisParams
+from analysis.report import Recommendation, Report, WindowReport
+from analysis.reuse import hits_within, prev_next, ref_reuse_times, salt_codes, scoped_ids, to_us
+from analysis.segments import (
+    Occurrences,
+    misplaced_tokens,
+    occurrences,
+    segment_classes,
+    segment_kinds,
+)
+from analysis.stream import BlockStream
+from analysis.workingset import TimeGrid, ttl_occupancy, useful_working_set
+
+
+class _Segments(NamedTuple):
+    """The segment view of a chat log: scoped occurrences and each segment's kind."""
+
+    occ: Occurrences
+    kinds: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One analysis of one stream: what every stage reads, computed once."""
+
+    stream: BlockStream
+    params: AnalysisParams
+    kv_per_token: int
+    slot_bytes: int
+    total_tokens: int
+    t_first: int  # us of the first and last request
+    t_last: int
+    ref_req: np.ndarray  # request of each block reference
+    salts: np.ndarray  # scope salt code of each request
+    prev: np.ndarray  # previous / next reference to the same scoped key (-1: none)
+    nxt: np.ndarray
+    reuse: np.ndarray  # us since that previous reference (-1: a first reference)
+    distinct: int  # distinct scoped keys
+    grid: TimeGrid
+    ref_grid: np.ndarray  # grid index of each reference
+    segments: _Segments | None  # chat logs only
+
+
+def analyze(
+    stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
+) -> Report:
+    params.validate()
+    advance = _stepper(progress, len(params.windows_s) + 3)
+    run = _scoped_run(stream, params)
+    advance()
+
+    windows: list[WindowReport] = []
+    misplaced_by_window: list[np.ndarray] = []
+    for window_s in params.windows_s:
+        window, misplaced = _window_report(run, window_s)
+        windows.append(window)
+        if misplaced is not None:
+            misplaced_by_window.append(misplaced)
+        advance()
+
+    # the exact LRU curve (SHARDS-sampled past the limit), and with a lifetime only
+    # reuses within it can hit
+    lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
+    rate = sampling_rate(stream.block_refs, params)
+    if rate < 1.0:
+        cum = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate)
+    else:
+        cum = exact_curve(run.prev, stream.ref_tokens, run.reuse, lifetime_us)
+    advance()
+    recommendation = recommend(cum, run.total_tokens, stream.block_tokens, params)
+    slots = recommendation.capacity_slots
+    mrc = curve_points(cum, run.total_tokens, run.slot_bytes, rate, slots)
+    advance()
+
+    report = _report(run, windows, mrc, rate, recommendation)
+    if params.serving is not None:
+        # the active sequences' KV on the GPUs is held the same way as host blocks: per rank
+        # by section 8's rule, so a replica holds per-rank bytes * tp
+        report.budgets = memory_budgets(
+            params.serving,
+            params.profile,
+            recommendation.replica_kv_bytes_per_token,
+            recommendation.ram_bytes,
+        )
+    if run.segments is not None:
+        occ, kinds = run.segments
+        report.top_segments = top_segments(stream, occ, kinds, params)
+        largest = int(np.argmax(params.windows_s))
+        report.top_misplaced = top_misplaced(
+            stream, occ, kinds, misplaced_by_window[largest], params.top_n
+        )
+    return report
+
+
+def _stepper(progress: ProgressFn | None, steps: int) -> Callable[[], None]:
+    """A callable reporting one more of `steps` analysis steps done (or nothing)."""
+    done = 0
+
+    def advance() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(Progress("analyzing", done, steps))
+
+    return advance
+
+
+def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
+    """The stream's references under the analysis's scope, linked to their neighbours."""
+    kv_per_token = params.profile.kv_bytes_per_token(params.kv_dtype)
+    # Over millions of references every column counts: indices are int32 while they fit,
+    # per-reference times are never materialised, temporaries are dropped early.
+    ref_req = stream.ref_request()
+    salts = salt_codes(stream.req_tenant, stream.req_user, params.scope)
+    ids, distinct = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
+    prev, nxt = prev_next(ids, distinct)
+    del ids
+    grid = TimeGrid.of_requests(stream.req_t_us)
+    segments = None
+    if stream.source_format == "chat":
+        segments = _Segments(
+            occurrences(stream, salts), segment_kinds(stream, params.doc_min_tokens)
+        )
+    return _Run(
+        stream=stream,
+        params=params,
+        kv_per_token=kv_per_token,
+        slot_bytes=stream.block_tokens * kv_per_token,
+        total_tokens=int(stream.req_prompt_tokens.sum()),
+        t_first=int(stream.req_t_us[0]),
+        t_last=int(stream.req_t_us[-1]),
+        ref_req=ref_req,
+        salts=salts,
+        prev=prev,
+        nxt=nxt,
+        reuse=ref_reuse_times(stream.req_t_us, ref_req, prev),
+        distinct=int(distinct),
+        grid=grid,
+        ref_grid=grid.of_request[ref_req],
+        segments=segments,
+    )
+
+
+def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray | None]:
+    """One reuse window's hits and working sets; for chat logs also its segment classes
+    and each occurrence's misplaced tokens (returned beside the report)."""
+    stream, slot_bytes = run.stream, run.slot_bytes
+    w_us = to_us(window_s)
+    hit = hits_within(run.reuse, w_us)
+    hit_tokens = int(stream.ref_tokens.sum(where=hit, dtype=np.int64))
+    useful = useful_working_set(run.grid, run.ref_grid, run.prev, run.reuse, w_us)
+    ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.ref_grid, run.nxt, w_us)
+    p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
+    report = WindowReport(
+        window_s=float(window_s),
+        hit_ratio=hit_share(hit_tokens, run.total_tokens),
+        hit_tokens=hit_tokens,
+        useful_ws_peak_bytes=useful.peak * slot_bytes,
+        useful_ws_p95_bytes=p95 * slot_bytes,
+        useful_ws_median_bytes=median * slot_bytes,
+        ttl_occupancy_peak_bytes=ttl.peak * slot_bytes,
+        series=series(useful, ttl, run.t_first, run.t_last, slot_bytes, run.params.series_buckets),
+    )
+    if run.segments is None:
+        return report, None
+    occ, kinds = run.segments
+    hit_blocks = np.bincount(run.ref_req[hit], minlength=stream.requests)
+    misplaced = misplaced_tokens(occ, hit_blocks * stream.block_tokens, w_us)
+    report.misplaced_reuse_tokens = int(misplaced.sum())
+    report.segments = segment_classes(occ, kinds, w_us, run.params.min_reuses)
+    return report, misplaced
+
+
+def _report(
+    run: _Run,
+    windows: list[WindowReport],
+    mrc: list[dict],
+    rate: float,
+    recommendation: Recommendation,
+) -> Report:
+    stream, params = run.stream, run.params
+    tokens = stream.ref_tokens
+    infinite_hits = int(tokens.sum(where=run.reuse >= 0, dtype=np.int64))
+    return Report(
+        requests=stream.requests,
+        prompt_tokens=run.total_tokens,
+        block_refs=stream.block_refs,
+        distinct_blocks=run.distinct,
+        block_tokens=stream.block_tokens,
+        kv_bytes_per_token=run.kv_per_token,
+        slot_bytes=run.slot_bytes,
+        span_s=(run.t_last - run.t_first) / 1e6,
+        infinite_hit_ratio=hit_share(infinite_hits, run.total_tokens),
+        windows=windows,
+        mrc=mrc,
+        mrc_exact=rate >= 1.0,
+        mrc_sampling_rate=rate,
+        recommendation=recommendation,
+        errors=list(stream.errors),
+        skipped_lines=stream.skipped_lines,
+        source_format=stream.source_format,
+        tenants=sum(1 for t in stream.tenants if t),
+        scope=params.scope,
+        model=params.profile.to_dict(),
+        kv_dtype=params.kv_dtype or params.profile.dtype,
+        params=params.report_dict(),
+        notes=list(stream.notes),
+        reuse_histogram=reuse_histogram(run.reuse, tokens, params.windows_s),
+        routes=routes(stream),
+        ingest_stats=dict(stream.stats),
+    )

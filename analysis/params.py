@@ -1,0 +1,99 @@
+"""What an analysis is asked: AnalysisParams and its defaults, written out here once.
+
+A caller that needs a default (the command line, the console's doorway to the engine) reads
+it from `DEFAULTS` or the constants beside it instead of writing the number again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analysis.budgets import ServingShape
+from analysis.profiles import DEFAULT_PROFILE, KVProfile, preset
+from analysis.reuse import SCOPES
+
+DEFAULT_WINDOWS = (300.0, 3600.0, 86400.0)
+_MAX_SECONDS = 1e11  # ~3,000 years: past it a window is meaningless and overflows microseconds
+# what else must live in host RAM beside the reusable blocks, by name
+HOST_RESERVES = (
+    "os",
+    "page_cache",
+    "tokenizers",
+    "request_buffers",
+    "serving_process",
+    "cache_process",
+)
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    """Host RAM and what else must live in it (bytes)."""
+
+    host_ram_bytes: int
+    reserves_bytes: dict[str, int] = field(default_factory=dict)
+
+    def available(self) -> int:
+        return self.host_ram_bytes - sum(self.reserves_bytes.values())
+
+
+@dataclass(frozen=True)
+class AnalysisParams:
+    windows_s: tuple[float, ...] = DEFAULT_WINDOWS
+    profile: KVProfile = field(default_factory=lambda: preset(DEFAULT_PROFILE))
+    kv_dtype: str | None = None  # None: the model's own
+    scope: str = "global"
+    lifetime_s: float | None = None
+    target: float = 0.9
+    headroom: float = 0.1
+    tp: int = 1
+    min_reuses: int = 2
+    doc_min_tokens: int = 512
+    host: HostBudget | None = None
+    # the curve is exact up to this many block references, SHARDS-sampled beyond
+    mrc_exact_limit: int = 20_000_000
+    shards_rate: float | None = None  # None: enough for ~4 M sampled references
+    serving: ServingShape | None = None  # for the weights / active KV / host RAM budgets
+    series_buckets: int = 240
+    top_n: int = 50
+
+    def validate(self) -> None:
+        if not self.windows_s or any(not 0 < w < _MAX_SECONDS for w in self.windows_s):
+            raise ValueError("windows must be positive, finite numbers of seconds")
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+        if self.lifetime_s is not None and not 0 < self.lifetime_s < _MAX_SECONDS:
+            raise ValueError("lifetime must be a positive, finite number of seconds")
+        if not 0 < self.target <= 1:
+            raise ValueError("target must be in (0, 1]")
+        if not self.headroom >= 0:
+            raise ValueError("headroom must be >= 0")
+        if self.tp < 1:
+            raise ValueError("tp must be at least 1")
+        self.profile.check_tp(self.tp)
+        if self.shards_rate is not None and not 0 < self.shards_rate <= 1:
+            raise ValueError("the SHARDS sampling rate must be in (0, 1]")
+        if self.min_reuses < 1:
+            raise ValueError("min_reuses must be at least 1")
+        if self.doc_min_tokens < 1:
+            raise ValueError("doc_min_tokens must be at least 1")
+        if self.serving is not None:
+            self.serving.validate()
+
+    def report_dict(self) -> dict:
+        """The parameters as the report's `params` records them."""
+        return {
+            "windows_s": list(self.windows_s),
+            "scope": self.scope,
+            "lifetime_s": self.lifetime_s,
+            "target": self.target,
+            "headroom": self.headroom,
+            "tp": self.tp,
+            "min_reuses": self.min_reuses,
+            "doc_min_tokens": self.doc_min_tokens,
+            "model": self.profile.name,
+            "kv_dtype": self.kv_dtype or self.profile.dtype,
+        }
+
+
+# the parameters of an analysis where the user gave nothing
+DEFAULTS = AnalysisParams()
