@@ -6,6 +6,7 @@ Keys required by report-contract.md are plain fields; everything else is added b
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import orjson
 
@@ -24,6 +25,11 @@ class WindowReport:
     # chart series: bucket start (s from the first request), max bytes within the bucket
     series: dict = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WindowReport:
+        # a pre-hashed trace's window has no segment keys: their defaults (None) hold
+        return cls(**data)
+
 
 @dataclass
 class HostBudgetCheck:
@@ -32,6 +38,10 @@ class HostBudgetCheck:
     available_bytes: int
     fits: bool
     spare_bytes: int
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostBudgetCheck:
+        return cls(**data)
 
 
 @dataclass
@@ -52,6 +62,13 @@ class Recommendation:
     # or the model is MLA (every rank keeps the whole latent)
     per_rank_kv_bytes_per_token: int = 0
     replica_kv_bytes_per_token: int = 0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recommendation:
+        host = data.get("host")
+        return cls(
+            **{**data, "host": HostBudgetCheck.from_dict(host) if host is not None else None}
+        )
 
 
 @dataclass
@@ -86,6 +103,17 @@ class Report:
     top_misplaced: list[dict] = field(default_factory=list)
     ingest_stats: dict = field(default_factory=dict)
     budgets: dict | None = None  # weights / active KV on GPU / reusable blocks in host RAM
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """The report of to_dict() (or its JSON, parsed) back in its typed shape."""
+        return cls(
+            **{
+                **data,
+                "windows": [WindowReport.from_dict(window) for window in data["windows"]],
+                "recommendation": Recommendation.from_dict(data["recommendation"]),
+            }
+        )
 
     def to_dict(self) -> dict:
         data = asdict(self)
