@@ -51,8 +51,7 @@ class KeyedHasher:
         keys = np.empty(full, dtype=np.uint64)
         if not full:
             return keys
-        data = np.ascontiguousarray(tokens[: full * block_tokens], dtype="<u4").data
-        data = data.cast("B")
+        data = np.ascontiguousarray(tokens[: full * block_tokens], dtype="<u4").data.cast("B")
         step = block_tokens * 4
         prev = salt
         base = self._block

@@ -12,12 +12,14 @@ reader never sees half a stream.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -33,12 +35,41 @@ ROLE_OTHER = 2
 FORMAT_VERSION = 1
 REFS_SCHEMA = pa.schema([("key", pa.uint64()), ("tokens", pa.int32())])
 OCCURRENCES_SCHEMA = pa.schema([("req", pa.int32()), ("seg", pa.int32()), ("offset", pa.int64())])
+# each table's numeric columns as stored, and the dtype a stream holds them in
+REQUEST_DTYPES = {"t_us": "int64", "tenant": "int32", "user": "int32", "route": "int32",
+                  "prompt_tokens": "int64", "output_tokens": "int64", "line": "int64",
+                  "file": "int16", "blocks": "int64"}  # fmt: skip
+SEGMENT_DTYPES = {"id": "uint64", "role_class": "int8", "tokens": "int32"}
+_SEGMENT_TEXTS = ("label", "preview")
+_REFS_DTYPES = {"key": "uint64", "tokens": "int32"}
+_OCCURRENCES_DTYPES = {"req": "int32", "seg": "int32", "offset": "int64"}
+_PARQUET = {"compression": "zstd"}
 
 
-@dataclass
-class BlockStream:
+@dataclass(kw_only=True)
+class StreamHeader:
+    """A stream's small table (meta.json): what is not a column."""
+
     source_format: str  # "chat" | "mooncake"
     block_tokens: int
+    tenants: list[str]
+    users: list[str]
+    routes: list[str]
+    files: list[str]
+    # what the ingest saw
+    errors: list[dict] = field(default_factory=list)
+    skipped_lines: int = 0
+    notes: list[str] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    # a pre-hashed trace read line by line: what its lines say about its block size
+    # (analysis.readers.TraceFit.to_dict()), for the parts of a split ingest to merge
+    trace_fit: dict | None = None
+
+
+@dataclass(kw_only=True)
+class BlockStream(StreamHeader):
+    """The header's fields, then the columns."""
+
     # requests, in arrival order (ties: file order)
     req_t_us: np.ndarray  # int64
     req_tenant: np.ndarray  # int32 codes into tenants
@@ -49,10 +80,6 @@ class BlockStream:
     req_line: np.ndarray  # int64 line number in its file
     req_file: np.ndarray  # int16 index into files
     req_ref_start: np.ndarray  # int64, len n+1: refs of request i are [start[i], start[i+1])
-    tenants: list[str]
-    users: list[str]
-    routes: list[str]
-    files: list[str]
     # block references, request by request, block by block
     ref_key: np.ndarray  # uint64
     ref_tokens: np.ndarray  # int32
@@ -65,14 +92,6 @@ class BlockStream:
     occ_req: np.ndarray  # int32 request index, ascending
     occ_seg: np.ndarray  # int32 index into the segment table
     occ_offset: np.ndarray  # int64 token offset of the text inside the prompt
-    # what the ingest saw
-    errors: list[dict] = field(default_factory=list)
-    skipped_lines: int = 0
-    notes: list[str] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
-    # a pre-hashed trace read line by line: what its lines say about its block size
-    # (analysis.readers.TraceFit.to_dict()), for the parts of a split ingest to merge
-    trace_fit: dict | None = None
 
     @property
     def requests(self) -> int:
@@ -87,6 +106,74 @@ class BlockStream:
         counts = np.diff(self.req_ref_start)
         dtype = np.int32 if self.requests < 2**31 - 1 else np.int64
         return np.repeat(np.arange(self.requests, dtype=dtype), counts)
+
+    # --- the stream by its tables' column names (as stored) ----------------------------
+    @classmethod
+    def from_columns(
+        cls,
+        header: StreamHeader,
+        requests: Mapping[str, np.ndarray],
+        refs: Mapping[str, np.ndarray],
+        segments: Mapping[str, Any],
+        occurrences: Mapping[str, np.ndarray],
+    ) -> BlockStream:
+        """A stream from its tables, each keyed by its stored column names (REQUEST_DTYPES
+        with "blocks" or "ref_start", REFS_SCHEMA, SEGMENT_DTYPES with "label" and
+        optionally "preview", OCCURRENCES_SCHEMA): the one place columns become fields."""
+        start = requests.get("ref_start")
+        if start is None:
+            start = ref_start(requests["blocks"])
+        return cls(
+            **_header_fields(header),
+            req_t_us=requests["t_us"],
+            req_tenant=requests["tenant"],
+            req_user=requests["user"],
+            req_route=requests["route"],
+            req_prompt_tokens=requests["prompt_tokens"],
+            req_output_tokens=requests["output_tokens"],
+            req_line=requests["line"],
+            req_file=requests["file"],
+            req_ref_start=start,
+            ref_key=refs["key"],
+            ref_tokens=refs["tokens"],
+            seg_id=segments["id"],
+            seg_role_class=segments["role_class"],
+            seg_tokens=segments["tokens"],
+            seg_label=segments["label"],
+            seg_preview=segments.get("preview"),
+            occ_req=occurrences["req"],
+            occ_seg=occurrences["seg"],
+            occ_offset=occurrences["offset"],
+        )
+
+    def request_columns(self) -> dict[str, np.ndarray]:
+        """The request table as stored: REQUEST_DTYPES' columns, then "blocks"."""
+        return {
+            "t_us": self.req_t_us,
+            "tenant": self.req_tenant,
+            "user": self.req_user,
+            "route": self.req_route,
+            "prompt_tokens": self.req_prompt_tokens,
+            "output_tokens": self.req_output_tokens,
+            "line": self.req_line,
+            "file": self.req_file,
+            "blocks": np.diff(self.req_ref_start),
+        }
+
+    def segment_columns(self) -> dict[str, Any]:
+        """The segment table as stored ("preview" only when previews were kept)."""
+        segments: dict[str, Any] = {
+            "id": self.seg_id,
+            "role_class": self.seg_role_class,
+            "tokens": self.seg_tokens,
+            "label": self.seg_label,
+        }
+        if self.seg_preview is not None:
+            segments["preview"] = self.seg_preview
+        return segments
+
+    def occurrence_columns(self) -> dict[str, np.ndarray]:
+        return {"req": self.occ_req, "seg": self.occ_seg, "offset": self.occ_offset}
 
     # --- storage ---------------------------------------------------------------------
     def save(
@@ -116,106 +203,58 @@ class BlockStream:
         refs: Iterable[pa.Table] | None,
         occurrences: Iterable[pa.Table] | None,
     ) -> None:
-        opts = {"compression": "zstd"}
-        pq.write_table(
-            pa.table(
-                {
-                    "t_us": self.req_t_us,
-                    "tenant": self.req_tenant,
-                    "user": self.req_user,
-                    "route": self.req_route,
-                    "prompt_tokens": self.req_prompt_tokens,
-                    "output_tokens": self.req_output_tokens,
-                    "line": self.req_line,
-                    "file": self.req_file,
-                    "blocks": np.diff(self.req_ref_start),
-                }
-            ),
-            tmp / "requests.parquet",
-            **opts,
-        )
+        pq.write_table(pa.table(self.request_columns()), tmp / "requests.parquet", **_PARQUET)
         if refs is None:
             refs = [pa.table({"key": self.ref_key, "tokens": self.ref_tokens})]
         _write_chunks(refs, tmp / "refs.parquet", REFS_SCHEMA)
-        segments = {
-            "id": self.seg_id,
-            "role_class": self.seg_role_class,
-            "tokens": self.seg_tokens,
-            "label": pa.array(self.seg_label, type=pa.string()),
-        }
-        if self.seg_preview is not None:
-            segments["preview"] = pa.array(self.seg_preview, type=pa.string())
-        pq.write_table(pa.table(segments), tmp / "segments.parquet", **opts)
+        segments = self.segment_columns()
+        for name in _SEGMENT_TEXTS:
+            if name in segments:
+                segments[name] = pa.array(segments[name], type=pa.string())
+        pq.write_table(pa.table(segments), tmp / "segments.parquet", **_PARQUET)
         if occurrences is None:
-            occurrences = [
-                pa.table({"req": self.occ_req, "seg": self.occ_seg, "offset": self.occ_offset})
-            ]
+            occurrences = [pa.table(self.occurrence_columns())]
         _write_chunks(occurrences, tmp / "occurrences.parquet", OCCURRENCES_SCHEMA)
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "source_format": self.source_format,
-            "block_tokens": self.block_tokens,
-            "tenants": self.tenants,
-            "users": self.users,
-            "routes": self.routes,
-            "files": self.files,
-            "errors": self.errors,
-            "skipped_lines": self.skipped_lines,
-            "notes": self.notes,
-            "stats": self.stats,
-            "trace_fit": self.trace_fit,
-        }
+        meta = {"format_version": FORMAT_VERSION, **_header_fields(self)}
         (tmp / "meta.json").write_bytes(orjson.dumps(meta))
 
     @classmethod
     def load(cls, folder: str | Path) -> BlockStream:
         folder = Path(folder)
         meta = stream_meta(folder)
-        req = pq.read_table(folder / "requests.parquet")
-        refs = pq.read_table(folder / "refs.parquet")
+        meta.setdefault("trace_fit", None)  # (streams stored before it have none)
+        header = StreamHeader(**{f.name: meta[f.name] for f in dataclasses.fields(StreamHeader)})
         seg = pq.read_table(folder / "segments.parquet")
-        occ = pq.read_table(folder / "occurrences.parquet")
-
-        def col(table: pa.Table, name: str, dtype: str) -> np.ndarray:
-            return table.column(name).to_numpy().astype(dtype, copy=False)
-
-        blocks = col(req, "blocks", "int64")
-        start = np.zeros(blocks.size + 1, dtype=np.int64)
-        np.cumsum(blocks, out=start[1:])
-        return cls(
-            source_format=meta["source_format"],
-            block_tokens=meta["block_tokens"],
-            req_t_us=col(req, "t_us", "int64"),
-            req_tenant=col(req, "tenant", "int32"),
-            req_user=col(req, "user", "int32"),
-            req_route=col(req, "route", "int32"),
-            req_prompt_tokens=col(req, "prompt_tokens", "int64"),
-            req_output_tokens=col(req, "output_tokens", "int64"),
-            req_line=col(req, "line", "int64"),
-            req_file=col(req, "file", "int16"),
-            req_ref_start=start,
-            tenants=meta["tenants"],
-            users=meta["users"],
-            routes=meta["routes"],
-            files=meta["files"],
-            ref_key=col(refs, "key", "uint64"),
-            ref_tokens=col(refs, "tokens", "int32"),
-            seg_id=col(seg, "id", "uint64"),
-            seg_role_class=col(seg, "role_class", "int8"),
-            seg_tokens=col(seg, "tokens", "int32"),
-            seg_label=seg.column("label").to_pylist(),
-            seg_preview=seg.column("preview").to_pylist()
-            if "preview" in seg.column_names
-            else None,
-            occ_req=col(occ, "req", "int32"),
-            occ_seg=col(occ, "seg", "int32"),
-            occ_offset=col(occ, "offset", "int64"),
-            errors=meta["errors"],
-            skipped_lines=meta["skipped_lines"],
-            notes=meta["notes"],
-            stats=meta["stats"],
-            trace_fit=meta.get("trace_fit"),  # (streams stored before it have none)
+        segments: dict[str, Any] = _columns(seg, SEGMENT_DTYPES)
+        segments.update({n: seg.column(n).to_pylist() for n in _SEGMENT_TEXTS
+                         if n in seg.column_names})  # fmt: skip
+        return cls.from_columns(
+            header,
+            _columns(pq.read_table(folder / "requests.parquet"), REQUEST_DTYPES),
+            _columns(pq.read_table(folder / "refs.parquet"), _REFS_DTYPES),
+            segments,
+            _columns(pq.read_table(folder / "occurrences.parquet"), _OCCURRENCES_DTYPES),
         )
+
+
+def ref_start(blocks: np.ndarray) -> np.ndarray:
+    """Each request's first block reference (len n+1) from its count of blocks."""
+    start = np.zeros(blocks.size + 1, dtype=np.int64)
+    np.cumsum(blocks, out=start[1:])
+    return start
+
+
+def _header_fields(source: BlockStream | StreamHeader) -> dict[str, Any]:
+    """StreamHeader's fields by name, in their order (as meta.json holds them), from a
+    header or a stream (a stream's fields of the same names)."""
+    return {f.name: getattr(source, f.name) for f in dataclasses.fields(StreamHeader)}
+
+
+def _columns(table: pa.Table, dtypes: Mapping[str, str]) -> dict[str, np.ndarray]:
+    return {
+        name: table.column(name).to_numpy().astype(dtype, copy=False)
+        for name, dtype in dtypes.items()
+    }
 
 
 def stream_meta(folder: str | Path) -> dict:

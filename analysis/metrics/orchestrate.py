@@ -10,7 +10,6 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.budgets import memory_budgets
-from analysis.ingest import Progress, ProgressFn
 from analysis.metrics.curve import (
     curve_points,
     exact_curve,
@@ -21,6 +20,7 @@ from analysis.metrics.curve import (
 from analysis.metrics.recommend import recommend
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
 from analysis.params import AnalysisParams
+from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
 from analysis.reuse import hits_within, prev_next, ref_reuse_times, salt_codes, scoped_ids, to_us
 from analysis.segments import (

@@ -13,7 +13,7 @@ from analysis import AnalysisParams, IngestOptions, analyze, ingest
 from bench.generate import mooncake_requests
 
 # the module, not the function of the same name that `analysis` exports
-ingest_module = importlib.import_module("analysis.ingest")
+ingest_module = importlib.import_module("analysis.ingest.formats")
 KEY = b"test-secret-0123456789"
 
 

@@ -13,7 +13,7 @@ import analysis.spill
 from analysis import BlockStream, IngestOptions, ingest_streams, ingest_to_folders
 from bench.generate import chat_requests, mooncake_requests
 
-ingest_module = importlib.import_module("analysis.ingest")  # the name is also a function
+ingest_module = importlib.import_module("analysis.ingest.tables")
 
 KEY = b"test-secret-0123456789"
 ARRAYS = ("req_t_us", "req_tenant", "req_user", "req_route", "req_prompt_tokens",

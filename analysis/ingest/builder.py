@@ -1,0 +1,272 @@
+"""StreamBuilder: requests in, one request by one (or a trace file column-wise), block
+streams out, one per block size, sharing the request and segment tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analysis.errors import ErrorLog, LineError
+from analysis.fasttrace import TraceColumns
+from analysis.hashing import KeyedHasher
+from analysis.ingest.chain import PrefixChain
+from analysis.ingest.notes import out_of_order_note
+from analysis.ingest.options import IngestOptions, block_sizes
+from analysis.ingest.order import reorder_occurrences, reorder_refs, reorder_requests, time_order
+from analysis.ingest.tables import BlockColumns, Occurrences, RequestTable, SegmentTable
+from analysis.readers import MAX_PROMPT_TOKENS, ChatRequest, Message, TraceRequest, detect_format
+from analysis.spill import SpillColumns
+from analysis.stream import BlockStream, StreamHeader
+from analysis.tokens import SegmentTokenizer, load_encoding
+
+_SEEN_BY_TEXT = 1 << 16  # longer message texts are memoised by their digest, not held
+
+# a message text's memo key: (role, text), or (role, its digest) for a long text
+_MemoKey = tuple[str, str | bytes]
+
+
+@dataclass
+class _Tokenized:
+    """A message of a request being added, tokenized but not yet recorded."""
+
+    message: Message
+    key: _MemoKey
+    digest: bytes  # b"" when its text was found in the memo by the text itself
+    tokens: np.ndarray
+
+
+class StreamBuilder:
+    """Collects requests one by one, then orders them by time into block streams, one
+    per block size (sharing the request and segment tables)."""
+
+    def __init__(
+        self,
+        source_format: str,
+        block_sizes: tuple[int, ...],
+        options: IngestOptions,
+        spill: SpillColumns | None = None,
+    ):
+        if source_format == "mooncake" and len(block_sizes) != 1:
+            raise ValueError("a pre-hashed trace has one block size: its own")
+        if any(b < 1 for b in block_sizes):
+            raise ValueError("block sizes must be positive")
+        self.source_format = source_format
+        self.block_sizes = block_sizes
+        self.block_tokens = block_sizes[0]
+        self._hasher = KeyedHasher(options.hash_key)
+        self._tokenizer: SegmentTokenizer | None = None
+        if source_format == "chat":
+            encoding = load_encoding(options.encoding, options.tiktoken_dir)
+            self._tokenizer = SegmentTokenizer(encoding)
+        self.request_table = RequestTable()
+        partial_cached = options.trace_partial_cached
+        self._blocks = {b: BlockColumns(b, partial_cached) for b in block_sizes}
+        self._chains = {b: PrefixChain(self._hasher, b) for b in block_sizes}
+        self._segments = SegmentTable(options.previews)
+        # (role, text) -> (segment index, token ids): a repeated message costs one dict
+        # lookup. Holds each distinct text once, for the ingest only (never stored).
+        self._seen: dict[_MemoKey, tuple[int, np.ndarray]] = {}
+        self._occurrences = Occurrences()
+        self.tokens_total = 0  # every message of every request, as rendered
+        # with a spill, block keys and occurrences go to disk as they grow: memory then
+        # follows the distinct content, not the length of the log
+        self._spill = spill
+
+    @classmethod
+    def for_request(
+        cls, first: dict, options: IngestOptions, spill: SpillColumns | None
+    ) -> StreamBuilder:
+        """The builder for a log whose first request is `first`."""
+        fmt = options.format if options.format != "auto" else detect_format(first)
+        return cls(fmt, block_sizes(fmt, options), options, spill)
+
+    @property
+    def requests(self) -> int:
+        return len(self.request_table)
+
+    @property
+    def inexact_texts(self) -> int:
+        return self._tokenizer.inexact_texts if self._tokenizer else 0
+
+    @property
+    def distinct_tokens(self) -> int:
+        return self._tokenizer.distinct_tokens if self._tokenizer else 0
+
+    # --- adding ------------------------------------------------------------------------
+    def add_trace_columns(self, cols: TraceColumns, file_index: int) -> None:
+        """A whole trace file read column-wise (analysis.fasttrace)."""
+        self.request_table.add_columns(cols, file_index)
+        self._blocks[self.block_tokens].add_columns(cols.nblocks, cols.keys, cols.last_tokens)
+        self._spill_if_full()
+
+    def add_trace(self, request: TraceRequest, file_index: int) -> None:
+        self.request_table.add(request, file_index)
+        self.request_table.columns["prompt_tokens"].append(request.input_length)
+        blocks = request.hash_ids.size
+        # the last id holds what is left of the prompt (see BlockColumns.settle)
+        last = request.input_length - self.block_tokens * (blocks - 1)
+        keys = request.hash_ids if blocks else np.zeros(0, np.uint64)
+        self._blocks[self.block_tokens].add(keys, last)
+        self._spill_if_full()
+
+    def add_chat(self, request: ChatRequest, file_index: int) -> None:
+        """Tokenize, then record. A prompt longer than any model's context raises
+        LineError before anything is recorded (the line is skipped, nothing half-added)."""
+        messages = self._tokenize(request)
+        index = self.request_table.add(request, file_index)
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        pieces: list[tuple[np.ndarray, ...]] = []
+        segments: list[int] = []
+        offset = 0
+        for message in messages:
+            seg = self._record(message)
+            header = tokenizer.role_header(message.message.role)
+            segments.append(seg)
+            self._occurrences.add(index, seg, offset + header.size)
+            pieces.append((header, message.tokens, tokenizer.newline))
+            offset += header.size + message.tokens.size + tokenizer.newline.size
+        self.request_table.columns["prompt_tokens"].append(offset)
+        self.tokens_total += offset
+        for size, columns in self._blocks.items():
+            columns.add(self._chains[size].keys(segments, pieces))
+        self._spill_if_full()
+
+    def _tokenize(self, request: ChatRequest) -> list[_Tokenized]:
+        """Each message's tokens (a text seen before: from the memo); LineError for a
+        prompt no model's context holds."""
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        found: list[_Tokenized] = []
+        total = 0
+        for message in request.messages:
+            item = self._tokens_of(message, tokenizer)
+            if item.tokens.size > MAX_PROMPT_TOKENS:
+                raise LineError(f"message {len(found)} alone is more than "
+                                f"{MAX_PROMPT_TOKENS:,} tokens, more than any model's "
+                                "context")  # fmt: skip
+            found.append(item)
+            total += tokenizer.role_header(message.role).size + item.tokens.size
+            total += tokenizer.newline.size
+        if total > MAX_PROMPT_TOKENS:
+            raise LineError(f"the prompt is {total:,} tokens, more than any model's context "
+                            f"({MAX_PROMPT_TOKENS:,})")  # fmt: skip
+        return found
+
+    def _tokens_of(self, message: Message, tokenizer: SegmentTokenizer) -> _Tokenized:
+        text = message.text
+        # a long text is remembered by its digest: the memo must not keep the text
+        key: _MemoKey | None = (message.role, text) if len(text) <= _SEEN_BY_TEXT else None
+        known = self._seen.get(key) if key is not None else None
+        digest = b""
+        if known is None:
+            digest = self._hasher.text_digest(text)
+            if key is None:
+                key = (message.role, digest)
+                known = self._seen.get(key)
+        assert key is not None
+        if known is not None:
+            return _Tokenized(message, key, digest, known[1])
+        tokens = tokenizer.text(digest, text, MAX_PROMPT_TOKENS)
+        return _Tokenized(message, key, digest, tokens)
+
+    def _record(self, item: _Tokenized) -> int:
+        """The message's segment, added to the table and the memo on its first time."""
+        message = item.message
+        known = self._seen.get(item.key)  # (an earlier message of this request added it)
+        if known is None:
+            seg_id = self._hasher.segment_id(message.role, item.digest)
+            seg = self._segments.add(seg_id, message.role, item.tokens.size, message)
+            self._seen[item.key] = (seg, item.tokens)
+            return seg
+        seg = known[0]
+        if message.is_document or message.label:
+            self._segments.note_document(seg, message)
+        return seg
+
+    def _spill_if_full(self, force: bool = False) -> None:
+        if self._spill is None:
+            return
+        for columns in self._blocks.values():
+            columns.spill(self._spill, force)
+        self._occurrences.spill(self._spill, force)
+
+    # --- the streams -------------------------------------------------------------------
+    def write(self, folders: dict[int, Path], files: list[str], log: ErrorLog) -> dict[int, Path]:
+        """Write each block stream to its folder. With a spill and requests in time order,
+        references and occurrences are copied from disk in chunks, never all in memory (a
+        log out of time order is sorted in memory: finish, then save)."""
+        if self._spill is None or self.request_table.out_of_order():
+            streams = self.finish(files, log)
+            return {size: streams[size].save(folders[size]) for size in streams}
+        self._spill_if_full(force=True)
+        headers = self.finish(files, log, columns=False)
+        return {
+            size: stream.save(
+                folders[size],
+                refs=self._blocks[size].ref_chunks(self._spill, stream.req_ref_start),
+                occurrences=self._occurrences.chunks(self._spill),
+            )
+            for size, stream in headers.items()
+        }
+
+    def finish(
+        self, files: list[str], log: ErrorLog, columns: bool = True
+    ) -> dict[int, BlockStream]:
+        """One BlockStream per block size, requests in time order (ties: file order).
+        columns=False: requests and segments only (references and occurrences empty), for
+        `write` to fill from the spill; the request columns are then views of the builder's
+        own arrays, not copies."""
+        requests = self.request_table.arrays(copy=columns)
+        occurrences = self._occurrences.arrays(self._spill) if columns else Occurrences.empty()
+        order = time_order(requests["t_us"])
+        if order is not None:
+            log.note(out_of_order_note(int(np.count_nonzero(order != np.arange(order.size)))))
+            requests = reorder_requests(requests, order)
+            occurrences = reorder_occurrences(occurrences, order)
+        header = self._header(files, log)
+        segments = self._segments.arrays()
+        streams = {}
+        for size, blocks in self._blocks.items():
+            refs = self._refs(blocks, columns)
+            start = blocks.ref_start()
+            if order is not None:
+                start, refs = reorder_refs(start, order, refs)
+            streams[size] = BlockStream.from_columns(
+                _at_size(header, size), {**requests, "ref_start": start}, refs, segments,
+                occurrences,
+            )  # fmt: skip
+        return streams
+
+    def _refs(self, blocks: BlockColumns, columns: bool) -> dict[str, np.ndarray]:
+        if not columns:
+            return {"key": np.zeros(0, np.uint64), "tokens": np.zeros(0, np.int32)}
+        keys = blocks.all_keys(self._spill)
+        return {"key": keys, "tokens": blocks.ref_tokens(blocks.ref_start(), 0, keys.size)}
+
+    def _header(self, files: list[str], log: ErrorLog) -> StreamHeader:
+        table = self.request_table
+        fit = log.fit()
+        return StreamHeader(
+            source_format=self.source_format,
+            block_tokens=self.block_tokens,
+            tenants=table.tenants.values,
+            users=table.users.values,
+            routes=table.routes.values,
+            files=files,
+            errors=log.errors,
+            skipped_lines=log.skipped_lines,
+            notes=log.notes,
+            stats={
+                "tokens_rendered": int(self.tokens_total),
+                "tokens_tokenized": int(self.distinct_tokens),
+            },
+            trace_fit=fit.to_dict() if fit is not None else None,
+        )
+
+
+def _at_size(header: StreamHeader, block_tokens: int) -> StreamHeader:
+    """The header of the stream at this block size (the tables are shared, not copied)."""
+    return StreamHeader(**{**vars(header), "block_tokens": block_tokens})

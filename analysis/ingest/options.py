@@ -1,0 +1,44 @@
+"""What an ingest is asked for: the hash key, the format, the block sizes, the limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analysis.readers import TRACE_BLOCK_TOKENS, ReadLimits
+
+DEFAULT_BLOCK_TOKENS = {"chat": 256, "mooncake": TRACE_BLOCK_TOKENS}
+FORMATS = ("auto", "chat", "mooncake")
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    hash_key: bytes
+    format: str = "auto"
+    block_tokens: int | None = None  # None: 256 for chat, 512 for traces
+    # more block sizes to key in the same pass (chat logs): token ids are never kept, so
+    # every size an analysis may want must be chosen at ingest
+    extra_block_tokens: tuple[int, ...] = ()
+    encoding: str = "cl100k_base"
+    tiktoken_dir: str | None = None
+    previews: bool = False  # keep the first characters of each segment's text
+    max_listed_errors: int = 1000
+    # past this many bad lines the ingest stops (None: no budget)
+    max_bad_lines: int | None = 10_000
+    limits: ReadLimits = field(default_factory=ReadLimits)
+    # pre-hashed traces: a last block holding fewer than B tokens is cached (Mooncake's
+    # convention, metrics.md) or, False, an uncached tail like a chat prompt's (vLLM's);
+    # kvscope's own replay exports are read back exactly with False
+    trace_partial_cached: bool = True
+
+
+def block_sizes(source_format: str, options: IngestOptions) -> tuple[int, ...]:
+    """The block sizes to key a log of this format at, the first the main one."""
+    default = DEFAULT_BLOCK_TOKENS[source_format]
+    first = options.block_tokens if options.block_tokens is not None else default
+    if source_format == "mooncake" and default in options.extra_block_tokens:
+        # a trace has one block size: with several chosen, its own when it is among them
+        first = default
+    sizes: tuple[int, ...] = (first,)
+    if source_format == "chat":
+        sizes += tuple(b for b in dict.fromkeys(options.extra_block_tokens) if b not in sizes)
+    return sizes
