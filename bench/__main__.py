@@ -38,6 +38,7 @@ blanklines, not benchmarks of their own.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from bench.harness import ProcessTimer, print_header
 
@@ -77,16 +78,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=75_000)
     p.add_argument("--copies", type=int, default=10)
     p.add_argument("--workdir")
-    _child(sub, "ingest-once", "mode", ("spilled", "in-memory"))
+    _child(sub, "ingest-once", "mode", choices=("spilled", "in-memory"))
     p = sub.add_parser("longline", help="peak RSS of one line at the line-length limit")
     p.add_argument("--kinds", default="letters,tokens,prose,messages,hash_ids")
     p.add_argument("--limit", type=int, default=None, help="line limit (default: the engine's)")
     p.add_argument("--workdir")
-    _child(sub, "longline-once", "limit", None)
+    _child(sub, "longline-once", "limit", type=int)
     p = sub.add_parser("blanklines", help="a gzip of newlines: time and progress")
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--workdir")
-    _child(sub, "blanklines-once", "mode", ("default", "no-budget"))
+    _child(sub, "blanklines-once", "mode", choices=("default", "no-budget"))
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -100,15 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _child(sub: argparse._SubParsersAction, name: str, last: str, choices: tuple | None) -> None:
-    """A measured child's command: LOG OUT and one more positional argument."""
+def _child(sub: argparse._SubParsersAction, name: str, last: str, **last_kwargs: Any) -> None:
+    """A measured child's command: LOG OUT and one more positional argument, `last`."""
     p = sub.add_parser(name)
     p.add_argument("log")
     p.add_argument("out")
-    if choices is None:
-        p.add_argument(last, type=int)
-    else:
-        p.add_argument(last, choices=choices)
+    p.add_argument(last, **last_kwargs)
 
 
 def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:

@@ -29,8 +29,9 @@ from bench.harness import (
 )
 
 
-def run_longline(kinds: list[str], limit: int | None, workdir: str | None,
-                 timer: ProcessTimer) -> None:  # fmt: skip
+def run_longline(
+    kinds: list[str], limit: int | None, workdir: str | None, timer: ProcessTimer
+) -> None:
     work = work_folder(workdir)
     limit = limit or ReadLimits().max_line_bytes
     print(f"longline: one line of each kind just under the line limit ({limit:,} bytes), "
