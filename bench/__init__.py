@@ -1,1 +1,2 @@
-"""Benchmarks and the deterministic log generator they (and the bundled sample) use."""
+"""Benchmarks (`python -m bench NAME`: one module per family over the shared harness.py) and
+the deterministic log generator they, the tests and the bundled sample use."""

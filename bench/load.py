@@ -15,37 +15,30 @@ import os
 import secrets
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PG = os.environ.get("KVSCOPE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-BROKER = os.environ.get("KVSCOPE_BENCH_BROKER", "redis://127.0.0.1:6379/13")
+from bench.generate import chat_requests, write_jsonl
+from bench.harness import MANAGE, ROOT, work_folder
+from bench.servers import broker_url, console_env, django_shell, fresh_database, wait_http
+
 PORT = 8077
 
 
-def run(work: Path, seconds: int, levels: list[int]) -> None:
-    from bench.generate import chat_requests, write_jsonl
-
+def run(seconds: int, levels: list[int], workdir: str | None) -> None:
+    work = work_folder(workdir, prefix="kvscope-load-")
     password = secrets.token_urlsafe(16)
     env = {
         **os.environ,
-        "DATABASE_URL": f"{PG}/kvscope_load",
-        "CELERY_BROKER_URL": BROKER,
-        "KVSCOPE_DATA_DIR": str(work / "data"),
-        "KVSCOPE_HASH_KEY": "load-secret-0123456789",
+        **console_env(database_url=fresh_database("kvscope_load"), data_dir=work / "data",
+                      hash_key="load-secret-0123456789", broker=broker_url(13)),
         "DJANGO_DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "KVSCOPE_HTTPS": "0",  # loopback, plain HTTP
         "KVSCOPE_LOAD_PASSWORD": password,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-    }
-    _fresh_database()
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True)
-    subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True)
-    adduser = [*manage, "adduser", "loadtest", "--role", "analyst", "--password-env",
+    }  # fmt: skip
+    subprocess.run([*MANAGE, "migrate", "-v0"], env=env, check=True)
+    subprocess.run([*MANAGE, "collectstatic", "--noinput", "-v0"], env=env, check=True)
+    adduser = [*MANAGE, "adduser", "loadtest", "--role", "analyst", "--password-env",
                "KVSCOPE_LOAD_PASSWORD"]  # fmt: skip
     subprocess.run(adduser, env=env, check=True, stdout=subprocess.DEVNULL)
     day = work / "day.jsonl"
@@ -62,30 +55,19 @@ def run(work: Path, seconds: int, levels: list[int]) -> None:
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=logs[1]),
     ]  # fmt: skip
     try:
-        _wait_http(f"http://127.0.0.1:{PORT}/healthz")
-        upload_id, analysis_id = _seed(manage, env, day)
-        before = _count(manage, env)
+        wait_http(f"http://127.0.0.1:{PORT}/healthz")
+        upload_id, analysis_id = _seed(env, day)
+        before = _count(env)
         print(f"load: gunicorn gthread 2x8 on PostgreSQL, Redis + 1 Celery worker; "
               f"{seconds} s per level; analysis {analysis_id} of a 3,000-request log")  # fmt: skip
         print(f"  {'users':>5} {'endpoint':<22} {'requests':>8} {'fail':>5} {'p50':>6} "
               f"{'p95':>6} {'p99':>6}  (ms)")  # fmt: skip
+        user_env = {**env, "KVSCOPE_LOAD_ANALYSIS": str(analysis_id),
+                    "KVSCOPE_LOAD_UPLOAD": str(upload_id),
+                    "KVSCOPE_LOAD_LOG": str(small)}  # fmt: skip
         for users in levels:
-            prefix = work / f"load-{users}"
-            subprocess.run(
-                [sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile.py"),
-                 "--headless", "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s",
-                 "--host", f"http://127.0.0.1:{PORT}", "--csv", str(prefix), "--only-summary",
-                 "--stop-timeout", "10"],
-                cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={**env, "KVSCOPE_LOAD_ANALYSIS": str(analysis_id),
-                     "KVSCOPE_LOAD_UPLOAD": str(upload_id), "KVSCOPE_LOAD_LOG": str(small)},
-            )  # fmt: skip
-            with open(f"{prefix}_stats.csv") as fh:
-                for row in csv.DictReader(fh):
-                    print(f"  {users:>5} {row['Name']:<22} {row['Request Count']:>8} "
-                          f"{row['Failure Count']:>5} {row['50%']:>6} {row['95%']:>6} "
-                          f"{row['99%']:>6}")  # fmt: skip
-        after = _count(manage, env, drained=True)
+            _one_level(users, seconds, work / f"load-{users}", user_env)
+        after = _count(env, drained=True)
         print(f"  after the worker drained its queue: analyses {before[0]} -> {after[0]}, "
               f"uploads {before[1]} -> {after[1]} (one default analysis per upload; page "
               "views created none)")  # fmt: skip
@@ -98,32 +80,25 @@ def run(work: Path, seconds: int, levels: list[int]) -> None:
             fh.close()
 
 
-def _fresh_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "kvscope_load" WITH (FORCE)')
-        conn.execute('CREATE DATABASE "kvscope_load"')
-
-
-def _wait_http(url: str) -> None:
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"{url} did not answer")
+def _one_level(users: int, seconds: int, prefix: Path, env: dict[str, str]) -> None:
+    """Locust with `users` concurrent users for `seconds`; prints its per-endpoint rows."""
+    subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile.py"),
+         "--headless", "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s",
+         "--host", f"http://127.0.0.1:{PORT}", "--csv", str(prefix), "--only-summary",
+         "--stop-timeout", "10"],
+        cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    with open(f"{prefix}_stats.csv") as fh:
+        for row in csv.DictReader(fh):
+            print(f"  {users:>5} {row['Name']:<22} {row['Request Count']:>8} "
+                  f"{row['Failure Count']:>5} {row['50%']:>6} {row['95%']:>6} "
+                  f"{row['99%']:>6}")  # fmt: skip
 
 
-def _django(manage: list[str], env: dict, code: str) -> str:
-    return subprocess.run([*manage, "shell", "-c", code], env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
-
-
-def _seed(manage: list[str], env: dict, log: Path) -> tuple[int, int]:
+def _seed(env: dict[str, str], log: Path) -> tuple[int, int]:
     """One ingested upload with its default analysis (through the worker)."""
-    out = _django(manage, env, f"""
+    out = django_shell(env, f"""
 import time
 from pathlib import Path
 from console.models import Analysis
@@ -139,12 +114,12 @@ print(u.pk, a.pk)
     return int(upload_id), int(analysis_id)
 
 
-def _count(manage: list[str], env: dict, drained: bool = False) -> tuple[int, int]:
+def _count(env: dict[str, str], drained: bool = False) -> tuple[int, int]:
     """(analyses, uploads); drained: once no upload is queued or running (up to 5 min)."""
     wait = ("import time\nfor _ in range(600):\n"
             "    if not Upload.objects.filter(status__in=['pending', 'running']).exists(): break\n"
             "    time.sleep(0.5)\n") if drained else ""  # fmt: skip
-    out = _django(manage, env, "from console.models import Analysis, Upload\n" + wait
-                  + "print(Analysis.objects.count(), Upload.objects.count())")  # fmt: skip
+    out = django_shell(env, "from console.models import Analysis, Upload\n" + wait
+                        + "print(Analysis.objects.count(), Upload.objects.count())")  # fmt: skip
     a, u = out.split()[-2:]
     return int(a), int(u)

@@ -44,9 +44,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from bench.load import _django, _wait_http
+from bench.harness import MANAGE, ROOT
+from bench.servers import console_env, django_shell, wait_http
+from console.staticfinders import STATIC_PATH, package_data_dir
 
-ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample" / "chat-sample.jsonl.gz"
 CHROMIUM = Path("/usr/bin/chromium")
 # as tests/console/browser_fixtures.py launches it (which needs Django's settings to import)
@@ -73,32 +74,8 @@ def run(modes: list[str], repeat: int, workdir: str | None) -> None:
 def _run_mode(mode: str, work: Path, repeat: int) -> None:
     work.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(16)
-    port = PORTS[mode]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
-        "KVSCOPE_DATA_DIR": str(work / "data"),
-        "KVSCOPE_HASH_KEY": "pageload-secret-0123456789",
-        "KVSCOPE_EAGER_IN_THREAD": "0",  # the seed's ingest finishes inside its command
-        "KVSCOPE_BENCH_PASSWORD": password,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-    }
-    env.pop("CELERY_BROKER_URL", None)
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    if mode == "prod":
-        env |= {"DJANGO_DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50),
-                "KVSCOPE_HTTPS": "0"}  # fmt: skip
-        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True)
-        server = [sys.executable, "-m", "gunicorn", "console.wsgi:application", "-b",
-                  f"127.0.0.1:{port}", "-k", "gthread", "-w", "1", "--threads", "4"]  # fmt: skip
-    else:
-        env["DJANGO_DEBUG"] = "1"
-        server = [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"]
-    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True)
-    subprocess.run([*manage, "adduser", "bench", "--role", "analyst", "--password-env",
-                    "KVSCOPE_BENCH_PASSWORD"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
-    analysis_id = _django(manage, env, f"""
+    env, server = _console(mode, work, password)
+    analysis_id = django_shell(env, f"""
 from pathlib import Path
 from console.models import Analysis
 from console.services import upload_create
@@ -107,9 +84,9 @@ print(Analysis.objects.get(upload=u, status="done").pk)
 """).split()[-1]  # fmt: skip
     log = open(work / "server.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(server, cwd=ROOT, env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{PORTS[mode]}"
     try:
-        _wait_http(f"{base}/healthz")
+        wait_http(f"{base}/healthz")
         opener, session = _sign_in(base, password)
         page = f"{base}/analyses/{analysis_id}/"
         _load(opener, page, gzip=True)  # the untimed warm-up view
@@ -123,23 +100,56 @@ print(Analysis.objects.get(upload=u, status="done").pk)
             print(f"  {label:<34} {min(ms):7.0f} {statistics.median(ms):7.0f} ms  "
                   f"{runs[0][1] / 1e6:5.2f} MB on the wire, {runs[0][2]} files")  # fmt: skip
         if CHROMIUM.exists():
-            print(f"  {'':<34} " + " ".join(f"{name:>16}" for _, name in COLUMNS)
-                  + "  (ms, best / median)")  # fmt: skip
-            for label, views in _browser(base, page, session, repeat).items():
-                cells = []
-                for key, _ in COLUMNS:
-                    ms = [v[key] for v in views]
-                    cells.append(f"{min(ms):7.0f} / {statistics.median(ms):<6.0f}")
-                print(f"  {label:<34} {' '.join(cells)}")
-            print("  first screen: every chart in the first 1280 x 720 view drawn; + idle: and"
-                  " the main thread idle after it (requestIdleCallback); all, scrolled: every"
-                  " chart drawn, each scrolled to in turn from then on")  # fmt: skip
+            _print_browser(_browser(base, page, session, repeat))
         else:
             print(f"  (no {CHROMIUM}: browser timings skipped)")
     finally:
         proc.terminate()
         proc.wait(30)
         log.close()
+
+
+def _console(mode: str, work: Path, password: str) -> tuple[dict[str, str], list[str]]:
+    """A fresh SQLite console for `mode`, migrated, with user `bench` signing in with
+    `password`: its environment, and the command that serves it."""
+    port = PORTS[mode]
+    env = {
+        **os.environ,
+        **console_env(database_url=f"sqlite:///{work / 'db.sqlite3'}", data_dir=work / "data",
+                      hash_key="pageload-secret-0123456789"),
+        "KVSCOPE_EAGER_IN_THREAD": "0",  # the seed's ingest finishes inside its command
+        "KVSCOPE_BENCH_PASSWORD": password,
+    }  # fmt: skip
+    env.pop("CELERY_BROKER_URL", None)  # no broker: Celery runs eagerly, in the command
+    if mode == "prod":
+        env |= {"DJANGO_DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50),
+                "KVSCOPE_HTTPS": "0"}  # fmt: skip
+        subprocess.run([*MANAGE, "collectstatic", "--noinput", "-v0"], env=env, check=True)
+        server = [sys.executable, "-m", "gunicorn", "console.wsgi:application", "-b",
+                  f"127.0.0.1:{port}", "-k", "gthread", "-w", "1", "--threads", "4"]  # fmt: skip
+    else:
+        env["DJANGO_DEBUG"] = "1"
+        server = [*MANAGE, "runserver", f"127.0.0.1:{port}", "--noreload"]
+    subprocess.run([*MANAGE, "migrate", "-v0"], env=env, check=True)
+    subprocess.run([*MANAGE, "adduser", "bench", "--role", "analyst", "--password-env",
+                    "KVSCOPE_BENCH_PASSWORD"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return env, server
+
+
+def _print_browser(results: dict[str, list[dict[str, float]]]) -> None:
+    """One row per browser variant: best / median of each column's milliseconds."""
+    print(f"  {'':<34} " + " ".join(f"{name:>16}" for _, name in COLUMNS)
+          + "  (ms, best / median)")  # fmt: skip
+    for label, views in results.items():
+        cells = []
+        for key, _ in COLUMNS:
+            ms = [v[key] for v in views]
+            cells.append(f"{min(ms):7.0f} / {statistics.median(ms):<6.0f}")
+        print(f"  {label:<34} {' '.join(cells)}")
+    print("  first screen: every chart in the first 1280 x 720 view drawn; + idle: and"
+          " the main thread idle after it (requestIdleCallback); all, scrolled: every"
+          " chart drawn, each scrolled to in turn from then on")  # fmt: skip
 
 
 def _sign_in(base: str, password: str) -> tuple[urllib.request.OpenerDirector, str]:
@@ -176,9 +186,8 @@ def _load(opener: urllib.request.OpenerDirector, page: str, gzip: bool) -> tuple
 def _browser(base: str, page: str, session: str, repeat: int) -> dict[str, list[dict]]:
     """Milliseconds from navigation (see _drawn_ms), per variant, over `repeat` rounds. The
     variants of a round run one after the other, so a busy machine slows them alike."""
+    # imported here: playwright is a dev dependency, and only runs where Chromium is there
     from playwright.sync_api import sync_playwright
-
-    from console.staticfinders import STATIC_PATH, package_data_dir
 
     full = package_data_dir() / "plotly.min.js"
     cookie = {"name": "sessionid", "value": session, "url": base}

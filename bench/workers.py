@@ -14,78 +14,67 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-ROOT = Path(__file__).resolve().parent.parent
-PG = os.environ.get("KVSCOPE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-BROKER = os.environ.get("KVSCOPE_BENCH_BROKER", "redis://127.0.0.1:6379/14")
+from analysis import BlockStream
+from bench.harness import HASH_KEY, MANAGE, ROOT, chat_log, work_folder
+from bench.servers import broker_url, console_env, fresh_database
+
+if TYPE_CHECKING:
+    from console.models import Upload
 
 
-def run(log: Path, work: Path, cases: list[tuple[int, int]]) -> None:
-    env = {
-        "DATABASE_URL": f"{PG}/kvscope_bench",
-        "CELERY_BROKER_URL": BROKER,
-        "KVSCOPE_DATA_DIR": str(work / "data"),
-        "KVSCOPE_HASH_KEY": "bench-secret-0123456789",
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-    }
-    os.environ.update(env)
-    _fresh_database()
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True)
-    import django
+# (workers, parts): one worker in one pass, one worker in two parts, two workers
+CASES = [(1, 1), (1, 2), (2, 2)]
 
-    django.setup()
-    from analysis import BlockStream
 
+def run(requests: int, workdir: str | None) -> None:
+    work = work_folder(workdir)
+    log = chat_log(work, requests)
+    print(f"workers: {log.stat().st_size / 1e6:.0f} MB chat log through Celery "
+          "(Redis, PostgreSQL)")  # fmt: skip
+    _setup_console(work)
     results = {}
-    for workers, parts in cases:
+    for workers, parts in CASES:
         seconds, upload = _one_case(log, workers, parts, work)
         stream = BlockStream.load(upload.streams[min(upload.streams, key=int)])
         results[workers, parts] = (seconds, stream)
         print(f"  {workers} worker(s), {parts} part(s): ingest {seconds:.2f} s "
               f"({upload.requests:,} requests, {stream.block_refs:,} block refs)")  # fmt: skip
-    base_s, base = results[cases[0]]
+    base_s, base = results[CASES[0]]
     for case, (seconds, stream) in list(results.items())[1:]:
         same = stream.requests == base.requests and bool((stream.ref_key == base.ref_key).all())
-        print(f"  {case[0]} worker(s) / {cases[0][0]}: {base_s / seconds:.2f}x, "
+        print(f"  {case[0]} worker(s) / {CASES[0][0]}: {base_s / seconds:.2f}x, "
               f"identical block stream: {same}")  # fmt: skip
 
 
-def _fresh_database() -> None:
-    import psycopg
+def _setup_console(work: Path) -> None:
+    """A fresh, migrated database, and Django set up in this process on it."""
+    # this process dispatches the uploads itself, so it takes the console's settings too
+    os.environ.update(console_env(database_url=fresh_database("kvscope_bench"),
+                                  data_dir=work / "data", hash_key=HASH_KEY.decode(),
+                                  broker=broker_url(14)))  # fmt: skip
+    subprocess.run([*MANAGE, "migrate", "-v0"], check=True)
+    # Django loads only once the environment above is set (the settings read it at
+    # import), and the console's modules only after django.setup()
+    import django
 
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "kvscope_bench" WITH (FORCE)')
-        conn.execute('CREATE DATABASE "kvscope_bench"')
+    django.setup()
 
 
-def _one_case(log: Path, workers: int, parts: int, work: Path):
+def _one_case(log: Path, workers: int, parts: int, work: Path) -> tuple[float, Upload]:
+    """Seconds from dispatching `log` in `parts` to its streams written, on `workers`
+    fresh Celery workers; and the upload row once its default analysis is done."""
     from console import services
     from console.models import Upload
 
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "console",
-                "worker",
-                "-c",
-                "1",
-                "--prefetch-multiplier",
-                "1",
-                "-n",
-                f"bench{i}@%h",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=open(work / f"worker{i}.log", "ab"),  # noqa: SIM115
-        )
-        for i in range(workers)
-    ]
+    procs = []
+    for i in range(workers):
+        worker = [sys.executable, "-m", "celery", "-A", "console", "worker", "-c", "1",
+                  "--prefetch-multiplier", "1", "-n", f"bench{i}@%h", "--without-gossip",
+                  "--without-mingle"]  # fmt: skip
+        errors = open(work / f"worker{i}.log", "ab")  # noqa: SIM115
+        procs.append(subprocess.Popen(worker, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors))
     try:
         _wait_for_workers(workers)
         upload = services.upload_create(name=log.name, sources=[log], parts=parts)

@@ -74,7 +74,7 @@ _CHILD = textwrap.dedent(
     from analysis import IngestOptions, ingest_to_folders
     from analysis.readers import ReadLimits
     from analysis.tokens import load_encoding
-    from bench.__main__ import vm_hwm_kib
+    from bench.harness import vm_hwm_kib
     load_encoding()  # the interpreter, libraries and BPE ranks: the baseline
     base = vm_hwm_kib()
     limits = ReadLimits(max_line_bytes=int(sys.argv[2]))

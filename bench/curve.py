@@ -1,0 +1,56 @@
+"""`mrc`: the exact LRU curve (and optionally SHARDS) on a synthetic Zipf reference stream,
+engine time only.
+
+    python -m bench mrc --refs 10000000 --keys 1000000 [--shards-rate 0.01]
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from analysis.mrc import hit_tokens_by_capacity, sampled, shards_hit_tokens, stack_distances
+from analysis.reuse import dense_ids, prev_next
+from bench.harness import peak_rss_mb
+
+
+def run(refs: int, keys: int, seed: int, shards_rate: float | None) -> None:
+    rng = np.random.default_rng(seed)
+    # Zipf-popular keys over ~keys distinct ids, plus a share of one-offs
+    ids = rng.zipf(1.05, refs) % keys
+    tokens = np.full(refs, 256, dtype=np.int64)
+    stack_distances(np.array([-1, 0], dtype=np.int64))  # numba compile, not timed
+    prev_next(np.array([0, 0], dtype=np.int64), 1)
+    start = time.perf_counter()
+    dense, distinct = dense_ids(ids)
+    prev, _ = prev_next(dense, distinct)
+    dist = stack_distances(prev)
+    curve = hit_tokens_by_capacity(dist, tokens)
+    engine = time.perf_counter() - start
+    print(f"mrc: {refs:,} references, {distinct:,} distinct keys")
+    print(
+        f"  engine time {engine:.2f} s ({refs / engine / 1e6:.1f} M refs/s), "
+        f"peak RSS {peak_rss_mb():.0f} MB, ceiling {curve[-1] / tokens.sum():.4f}"
+    )
+    if shards_rate:
+        _compare_shards(dense, tokens, curve, shards_rate)
+
+
+def _compare_shards(dense: np.ndarray, tokens: np.ndarray, exact: np.ndarray, rate: float) -> None:
+    """SHARDS at `rate` on the same references: its time, and its worst error against the
+    exact curve from the smallest capacity SHARDS can resolve (100 / rate slots) up."""
+    total = int(tokens.sum())
+    start = time.perf_counter()
+    keep = sampled(dense, rate)
+    sub, sub_distinct = dense_ids(dense[keep])
+    approx = shards_hit_tokens(
+        stack_distances(prev_next(sub, sub_distinct)[0]), tokens[keep], rate, total
+    )
+    took = time.perf_counter() - start
+    caps = np.arange(int(np.ceil(100 / rate)), exact.size)
+    error = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]).max() / total
+    print(
+        f"  SHARDS rate {rate}: {int(keep.sum()):,} sampled references, {took:.2f} s; "
+        f"max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
+    )
