@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
-from analysis import BlockStream, IngestOptions, ingest, ingest_streams
-from analysis.ingest import merge_streams
-from analysis.readers import ByteRange, split_lines
+from analysis import IngestOptions, ingest
+from analysis.ingest import ingest_part_to_folder, load_part, merge_part_results, plan_parts
+from analysis.readers import ByteRange
 from bench.harness import HASH_KEY, chat_log, work_folder
 
 
-def _ingest_part(path: str, index: int, start: int, end: int, first_line: int, out: str) -> str:
-    """One part in a worker process: ingest its byte range, save it, return its folder."""
-    streams = ingest_streams([path], IngestOptions(hash_key=HASH_KEY),
-                             byte_range=ByteRange(start, end, first_line))  # fmt: skip
-    return str(next(iter(streams.values())).save(Path(out) / f"p{index:04d}"))
+def _ingest_part(path: str, byte_range: ByteRange, folder: str) -> str:
+    """One part in a worker process, written to its folder (as a Celery part task does)."""
+    ingest_part_to_folder([path], IngestOptions(hash_key=HASH_KEY), byte_range, folder)
+    return folder
 
 
 def run(requests: int, workers: int, workdir: str | None) -> None:
@@ -36,11 +34,12 @@ def run(requests: int, workers: int, workdir: str | None) -> None:
     single = time.perf_counter() - start
     out = work / "parts"
     start = time.perf_counter()
-    ranges = split_lines(log, workers)
+    ranges = plan_parts(log, workers)
+    folders = [str(out / f"p{i:04d}") for i in range(len(ranges))]
     with ProcessPoolExecutor(workers) as pool:
-        jobs = [(str(log), i, r.start, r.end, r.first_line, str(out)) for i, r in enumerate(ranges)]
-        folders = list(pool.map(_ingest_part, *map(list, zip(*jobs, strict=True))))
-    merged = merge_streams([BlockStream.load(f) for f in folders])
+        done = list(pool.map(_ingest_part, [str(log)] * len(ranges), ranges, folders))
+    parts = [load_part(folder) for folder in done]
+    merged = next(iter(merge_part_results([p for p in parts if p is not None]).values()))
     parallel = time.perf_counter() - start
     same = bool((merged.ref_key == one.ref_key).all()) and merged.requests == one.requests
     print(
