@@ -1,5 +1,4 @@
-"""CSV downloads of an analysis report (the dict of analysis.report.Report.to_dict()), and
-of benchmark runs (their tags and the numbers read from their files).
+"""CSV downloads of an analysis report (the dict of analysis.report.Report.to_dict()).
 
 Each builder returns the whole file as a str. Numbers are written as stored in the report;
 the only derived column is capacity_gib (a unit conversion). Text cells that a spreadsheet
@@ -9,37 +8,18 @@ prefixed with a single quote.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
-from collections.abc import Iterable
 
 import orjson
 
+from console.csvfiles import csv_text as _write
 from console.format import GIB
 
 CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio")
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
 SEGMENT_LEADING = ("key", "kind", "tokens", "occurrences")
 SEGMENT_TRAILING = ("first_seen_s", "last_seen_s", "label", "preview")
-
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(value: object) -> object:
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return "" if value is None else value
-
-
-def _write(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(list(header))
-    for row in rows:
-        writer.writerow([_cell(v) for v in row])
-    return out.getvalue()
 
 
 def curve_csv(report: dict) -> str:
@@ -121,25 +101,3 @@ def json_file(data: object) -> bytes:
     except orjson.JSONEncodeError:
         text = json.dumps(_no_infinities(data), indent=2, ensure_ascii=False, allow_nan=False)
         return text.encode()
-
-
-RUN_LATENCIES = tuple(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
-                      for stat in ("mean", "median", "p99"))  # fmt: skip
-RUN_COLUMNS = (
-    "file", "tool", "model", "tiers", "ram_gib", "kv_dtype", "weights_offload",
-    "context_tokens", "concurrency", "request_rate", "warm", "completed", "failed",
-    *RUN_LATENCIES, "request_throughput", "output_throughput", "total_token_throughput",
-    "duration_s", "host_ram_growth_gib", "driver", "cuda", "engine", "model_revision",
-    "tokenizer", "numa_binding", "uploaded_at",
-)  # fmt: skip
-
-
-def runs_csv(runs: Iterable[dict]) -> str:
-    """One row per run: `runs` are dicts with the RUN_COLUMNS keys (a missing key: blank;
-    request_rate None: unlimited)."""
-    rows = []
-    for run in runs:
-        row = {**run, "request_rate": "unlimited" if run.get("request_rate") is None
-               else run["request_rate"]}  # fmt: skip
-        rows.append([row.get(column) for column in RUN_COLUMNS])
-    return _write(RUN_COLUMNS, rows)

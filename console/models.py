@@ -157,7 +157,7 @@ class Analysis(Job):
 
 
 # Policies live in their own module; importing them here registers them with the app.
-from console.evidence.models import BenchRun, Tier  # noqa: E402
+from console.benchmarks.models import BenchRun, Tier  # noqa: E402
 from console.policies.models import (  # noqa: E402
     AuditEvent,
     AuditHead,

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console import views
-from console.evidence import views as evidence_views
+from console.benchmarks import views as benchmark_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 
@@ -27,12 +27,14 @@ urlpatterns = [
         "analyses/<int:pk>/download/<str:what>", views.analysis_download, name="analysis_download"
     ),
     path("compare/", views.compare, name="compare"),
-    path("evidence/", evidence_views.evidence_list, name="evidence_list"),
-    path("evidence/matrix/", evidence_views.evidence_matrix, name="evidence_matrix"),
-    path("evidence/compare/", evidence_views.evidence_compare, name="evidence_compare"),
-    path("evidence/runs.csv", evidence_views.evidence_runs_csv, name="evidence_runs_csv"),
+    path("evidence/", benchmark_views.benchmark_list, name="evidence_list"),
+    path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),
+    path("evidence/compare/", benchmark_views.benchmark_compare, name="evidence_compare"),
+    path("evidence/runs.csv", benchmark_views.benchmark_runs_csv, name="evidence_runs_csv"),
     path(
-        "evidence/runs/<int:pk>/raw.json", evidence_views.evidence_run_raw, name="evidence_run_raw"
+        "evidence/runs/<int:pk>/raw.json",
+        benchmark_views.benchmark_run_raw,
+        name="evidence_run_raw",
     ),
     path("policies/", policy_views.policy_list, name="policy_list"),
     path("policies/new/", policy_views.policy_new, name="policy_new"),

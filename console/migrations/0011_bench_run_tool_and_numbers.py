@@ -7,13 +7,14 @@ def read_numbers(apps, schema_editor):
     """Runs stored before (vLLM files, read then by parse_vllm_result): their numbers, read
     once here. Keys that parser did not read (other percentiles, RAM growth) are dropped
     when one of them is not a number, so an old run never stops the migration."""
-    from analysis.evidence import RAM_KEYS, EvidenceError, parse_result, result_to_json
+    from analysis.benchmarks.files import RAM_KEYS, parse_result
+    from analysis.benchmarks.results import ResultFileError, result_to_json
 
     BenchRun = apps.get_model("console", "BenchRun")
     for run in BenchRun.objects.only("raw").iterator(chunk_size=100):
         try:
             result = parse_result(run.raw)
-        except EvidenceError:
+        except ResultFileError:
             # the old parser read p99_* and no other percentile, and no RAM key
             dropped = {k for k in run.raw if k in RAM_KEYS or (
                 k.startswith("p") and k.endswith("_ms") and not k.startswith("p99_"))}

@@ -268,6 +268,6 @@ def test_sign_in_is_throttled_by_address_too_behind_the_proxy(analyst, settings)
 def _bench_file():
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from tests.analysis.test_evidence import vllm_result
+    from tests.analysis.test_benchmarks import vllm_result
 
     return SimpleUploadedFile("run.json", json.dumps(vllm_result()).encode())

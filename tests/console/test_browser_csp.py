@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from console.evidence.services import bench_runs_create
+from console.benchmarks.services import bench_runs_create
 from console.middleware import CONTENT_SECURITY_POLICY
 from console.models import FINISHED, Analysis, JobStatus, Upload
 from console.policies.models import PolicyVersion
@@ -16,8 +16,8 @@ from console.services import analysis_create, upload_create
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
 from tests.console.conftest import wait_for
+from tests.console.test_benchmarks import TAGS, _file
 from tests.console.test_browser import _wait_for_charts
-from tests.console.test_evidence import TAGS, _file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium

@@ -387,8 +387,10 @@ def test_another_plotly_release_falls_back_to_the_full_bundle(tmp_path):
 
 
 def test_every_trace_the_console_draws_is_in_the_cartesian_bundle(report, trace_report):
-    from analysis.evidence import Run, Schedule, parse_result, side_by_side
-    from tests.analysis.test_evidence import vllm_result
+    from analysis.benchmarks.comparison import Run, Schedule, side_by_side
+    from analysis.benchmarks.files import parse_result
+    from console.benchmarks import charts as benchmark_charts
+    from tests.analysis.test_benchmarks import vllm_result
 
     result = parse_result(vllm_result())
     cell = {"result": result, "misses": []}
@@ -399,9 +401,9 @@ def test_every_trace_the_console_draws_is_in_the_cartesian_bundle(report, trace_
     figures = [*charts.report_figures(report).values(),
                *charts.report_figures(trace_report).values(),
                charts.compare_figure([("a", report), ("b", trace_report)]),
-               charts.evidence_heatmap("none", [(8192, [cell])], [4]),
-               charts.evidence_lines(grid, 2000.0),
-               charts.ttft_side_by_side(group)]  # fmt: skip
+               benchmark_charts.slo_heatmap("none", [(8192, [cell])], [4]),
+               benchmark_charts.ttft_by_concurrency(grid, 2000.0),
+               benchmark_charts.ttft_side_by_side(group)]  # fmt: skip
     types = {trace.get("type", "scatter") for fig in figures for trace in fig["data"]}
     assert types == {"scatter", "bar", "heatmap"}
     assert types <= staticfinders.CARTESIAN_TRACES
@@ -446,12 +448,13 @@ def test_numeric_axes_skip_plotlys_second_layout_pass(report):
     # automargin on an axis makes plotly.js lay a chart out twice (half its drawing time):
     # only category axes, whose labels vary in length, keep it; and no axis measures its
     # tick labels one by one to hide those past the chart's edge
-    from analysis.evidence import parse_result
-    from tests.analysis.test_evidence import vllm_result
+    from analysis.benchmarks.files import parse_result
+    from console.benchmarks import charts as benchmark_charts
+    from tests.analysis.test_benchmarks import vllm_result
 
     cell = {"result": parse_result(vllm_result()), "misses": []}
     figures = [*charts.report_figures(report).values(),
-               charts.evidence_heatmap("none", [(8192, [cell])], [4])]  # fmt: skip
+               benchmark_charts.slo_heatmap("none", [(8192, [cell])], [4])]  # fmt: skip
     seen = set()
     for fig in figures:
         for name, axis in fig["layout"].items():

@@ -8,23 +8,21 @@ import math
 
 import pytest
 
-from analysis.evidence import (
+from analysis.benchmarks.comparison import Run, Schedule, side_by_side
+from analysis.benchmarks.files import (
     LATENCIES,
     STATS,
-    BenchResult,
-    Cell,
-    EvidenceError,
-    Run,
-    Schedule,
-    Slo,
-    degradation_boundary,
     parse_aiperf_summary,
     parse_result,
     parse_vllm_result,
+)
+from analysis.benchmarks.results import (
+    BenchResult,
+    ResultFileError,
     result_from_json,
     result_to_json,
-    side_by_side,
 )
+from analysis.benchmarks.slo import Cell, Slo, degradation_boundary
 
 
 def vllm_result(ttft=500.0, tpot=40.0, itl=35.0, completed=100, failed=0, **extra) -> dict:
@@ -68,7 +66,7 @@ def test_a_vllm_result_file_is_read():
     ],
 )
 def test_files_that_are_not_results_say_why(obj, reason):
-    with pytest.raises(EvidenceError, match=reason):
+    with pytest.raises(ResultFileError, match=reason):
         parse_vllm_result(obj)
 
 
@@ -113,7 +111,7 @@ def test_an_slo_names_what_a_run_breaks():
 
 
 def test_a_null_p99_or_a_negative_concurrency_is_not_taken():
-    with pytest.raises(EvidenceError, match="no p99_ttft_ms"):
+    with pytest.raises(ResultFileError, match="no p99_ttft_ms"):
         parse_vllm_result(vllm_result(p99_ttft_ms=None))
     assert parse_vllm_result(vllm_result(max_concurrency=-4)).max_concurrency is None
 
@@ -163,7 +161,7 @@ def test_an_aiperf_summary_is_read_with_vllm_names():
 def test_aiperf_units_are_authoritative():
     r = parse_aiperf_summary(aiperf_summary(ttft_p99=0.8125, unit="s"))
     assert r.p99("ttft") == pytest.approx(812.5)
-    with pytest.raises(EvidenceError, match="'tokens', not a time unit"):
+    with pytest.raises(ResultFileError, match="'tokens', not a time unit"):
         parse_aiperf_summary(aiperf_summary(unit="tokens"))
 
 
@@ -177,7 +175,7 @@ def test_aiperf_units_are_authoritative():
     ],
 )
 def test_aiperf_files_kvscope_cannot_use_say_why(obj, reason):
-    with pytest.raises(EvidenceError, match=reason):
+    with pytest.raises(ResultFileError, match=reason):
         parse_result(obj)
 
 
@@ -189,7 +187,7 @@ def test_every_vllm_percentile_is_kept_and_ram_growth_read_from_metadata():
     assert r.ram_growth_gib == pytest.approx(38.75)
     assert parse_result(vllm_result(host_ram_growth_gib=2)).ram_growth_gib == 2.0
     assert parse_result(vllm_result(host_ram_start_gib=3)).ram_growth_gib is None  # no end
-    with pytest.raises(EvidenceError, match="host_ram_end_gib is 'lots'"):
+    with pytest.raises(ResultFileError, match="host_ram_end_gib is 'lots'"):
         parse_result(vllm_result(host_ram_start_gib=1, host_ram_end_gib="lots"))
 
 
@@ -240,9 +238,9 @@ def test_stored_numbers_read_back_as_they_were_parsed():
 
 
 def test_values_out_of_range_after_a_unit_change_are_refused_and_nulls_skipped():
-    with pytest.raises(EvidenceError, match=r"time_to_first_token\.\w+ is out of range"):
+    with pytest.raises(ResultFileError, match=r"time_to_first_token\.\w+ is out of range"):
         parse_aiperf_summary(aiperf_summary(ttft_p99=1e306, unit="s"))
-    with pytest.raises(EvidenceError, match="out of range"):
+    with pytest.raises(ResultFileError, match="out of range"):
         parse_result(vllm_result(host_ram_start_gib=-1e308, host_ram_end_gib=1e308))
     block = {**aiperf_summary()["time_to_first_token"], "p5": None}  # unset: null
     r = parse_aiperf_summary(aiperf_summary(time_to_first_token=block))

@@ -11,9 +11,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from analysis.evidence import EvidenceError, parse_result
-from console import charts
-from console.evidence.services import bench_runs_create
+from analysis.benchmarks.files import parse_result
+from analysis.benchmarks.results import ResultFileError
+from console.benchmarks import charts
+from console.benchmarks.services import bench_runs_create
 from console.models import BenchRun
 from console.policies.body import digest
 from console.policies.services import (
@@ -22,7 +23,7 @@ from console.policies.services import (
     version_submit,
     version_update,
 )
-from tests.analysis.test_evidence import aiperf_summary, vllm_result
+from tests.analysis.test_benchmarks import aiperf_summary, vllm_result
 from tests.console import test_policies
 from tests.console.conftest import PASSWORD
 from tests.console.test_policies import complete
@@ -105,7 +106,7 @@ def test_heatmap_cells_are_coloured_pass_or_fail_against_every_objective(client,
 def test_a_file_that_is_not_a_result_stores_nothing(analyst):
     good = _file("good.json", max_concurrency=8)
     bad = SimpleUploadedFile("notes.json", b'{"completed": 3}')
-    with pytest.raises(EvidenceError, match=r"notes\.json: not a vllm bench serve result"):
+    with pytest.raises(ResultFileError, match=r"notes\.json: not a vllm bench serve result"):
         bench_runs_create(files=[good, bad], tags=TAGS, user=analyst)
     assert not BenchRun.objects.exists()
 

@@ -1,4 +1,5 @@
-"""Benchmark evidence pages: the runs and their upload form; the matrix of one model."""
+"""The benchmarks pages: the runs and their upload form; the matrix of one model; runs side
+by side; the downloads (a model's runs as CSV, a run's file as uploaded)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 
-from analysis.evidence import Slo
-from console import charts, exports
-from console.evidence.forms import BenchUploadForm, SloForm
-from console.evidence.models import BenchRun
-from console.evidence.services import (
+from analysis.benchmarks.slo import Slo
+from console.benchmarks import charts
+from console.benchmarks.exports import runs_csv
+from console.benchmarks.forms import BenchUploadForm, SloForm
+from console.benchmarks.models import BenchRun
+from console.benchmarks.services import (
     EVERY_RATE,
     BenchUploadError,
     bench_runs_create,
@@ -20,20 +22,20 @@ from console.evidence.services import (
     request_rates,
     runs_table,
 )
+from console.exports import json_file
 from console.roles import can_analyze, reader_required
 from console.uploads.limits import files_refused
-from console.web import download
+from console.web import download, forbidden
 
 
 @reader_required
-def evidence_list(request: HttpRequest) -> HttpResponse:
+def benchmark_list(request: HttpRequest) -> HttpResponse:
     """The runs by model; analysts upload more here (the POST)."""
     form = None
     if can_analyze(request.user):
         form = BenchUploadForm(request.POST or None, request.FILES or None)
     elif request.method == "POST":
-        return render(request, "403.html", {"exception": "Only analysts upload runs."},
-                      status=403)  # fmt: skip
+        return forbidden(request, "Only analysts upload runs.")
     if request.method == "POST" and form is not None and (too_many := files_refused(request)):
         form.is_valid()
         form.add_error("files", too_many)  # the files past it were dropped: store no part
@@ -49,13 +51,13 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"{len(runs)} run{'s' if len(runs) != 1 else ''} stored.")
             return redirect("evidence_list")
     models = BenchRun.objects.values_list("model_name", flat=True).distinct().order_by()
-    return render(request, "console/evidence_list.html", {
+    return render(request, "benchmarks/list.html", {
         "form": form, "runs": BenchRun.objects.defer("raw", "topology"),
         "models": sorted(set(models), key=str.casefold)})  # fmt: skip
 
 
 @reader_required
-def evidence_matrix(request: HttpRequest) -> HttpResponse:
+def benchmark_matrix(request: HttpRequest) -> HttpResponse:
     """Context x concurrency per tier, coloured against the SLO, with the boundary."""
     model_name = request.GET.get("model", "")
     slo_form = SloForm(request.GET if "p99_ttft_ms" in request.GET else None,
@@ -65,40 +67,40 @@ def evidence_matrix(request: HttpRequest) -> HttpResponse:
     slo = Slo(**{k: data.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms")})
     grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     figures = {
-        f"tier-{i}": charts.evidence_heatmap(name, tier["rows"], grid["concurrencies"])
+        f"tier-{i}": charts.slo_heatmap(name, tier["rows"], grid["concurrencies"])
         for i, (name, tier) in enumerate(grid["tiers"].items())
     }
     if grid["tiers"]:
-        figures["lines"] = charts.evidence_lines(grid, slo.p99_ttft_ms)
-    return render(request, "console/evidence_matrix.html", {
+        figures["lines"] = charts.ttft_by_concurrency(grid, slo.p99_ttft_ms)
+    return render(request, "benchmarks/matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures, "slo_is_default": not valid})  # fmt: skip
 
 
 @reader_required
-def evidence_compare(request: HttpRequest) -> HttpResponse:
+def benchmark_compare(request: HttpRequest) -> HttpResponse:
     """Runs of one schedule side by side: cold vs warm, offload off vs on."""
     model_name = request.GET.get("model", "")
     compared = comparisons(model_name)
     figures = {f"schedule-{i}": charts.ttft_side_by_side(group)
                for i, group in enumerate(compared)}  # fmt: skip
-    return render(request, "console/evidence_compare.html", {
+    return render(request, "benchmarks/compare.html", {
         "model": model_name, "compared": compared, "figures": figures})  # fmt: skip
 
 
 @reader_required
-def evidence_runs_csv(request: HttpRequest) -> HttpResponse:
+def benchmark_runs_csv(request: HttpRequest) -> HttpResponse:
     """Every run of one model, tags and numbers, for a spreadsheet."""
     model_name = request.GET.get("model", "")
     return download(
-        exports.runs_csv(runs_table(model_name)),
+        runs_csv(runs_table(model_name)),
         f"kvscope-runs-{slugify(model_name) or 'model'}.csv",
         "text/csv",
     )
 
 
 @reader_required
-def evidence_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
+def benchmark_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
-    return download(exports.json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")
+    return download(json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from analysis.evidence import BenchResult, result_from_json
+from analysis.benchmarks.results import BenchResult, result_from_json
 
 
 class Tier(models.TextChoices):

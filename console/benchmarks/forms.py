@@ -1,11 +1,11 @@
-"""The evidence forms: result files with their tags, and the SLO of the matrix page."""
+"""The benchmarks forms: result files with their tags, and the SLO of the matrix page."""
 
 from __future__ import annotations
 
 from django import forms
 
-from console.evidence.models import Tier
-from console.evidence.services import EVERY_RATE
+from console.benchmarks.models import Tier
+from console.benchmarks.services import EVERY_RATE
 from console.forms import MultipleFileField
 
 

@@ -9,27 +9,17 @@ import orjson
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from analysis.evidence import (
-    BenchResult,
-    Cell,
-    EvidenceError,
-    Run,
-    Schedule,
-    SideBySide,
-    Slo,
-    degradation_boundary,
-    matrix_axes,
-    parse_result,
-    result_to_json,
-    side_by_side,
-)
-from console.evidence.models import BenchRun
+from analysis.benchmarks.comparison import Run, Schedule, SideBySide, side_by_side
+from analysis.benchmarks.files import parse_result
+from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_json
+from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
+from console.benchmarks.models import BenchRun
 
 VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
 MAX_RESULT_BYTES = 64 << 20
 
 
-class BenchUploadError(EvidenceError):
+class BenchUploadError(ResultFileError):
     """Everything wrong with an upload at once, by the form field to mend."""
 
     def __init__(self, errors: dict[str, list[str]]):
@@ -43,7 +33,7 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
     for upload in files:
         try:
             raw, result = _read(upload)
-        except EvidenceError as exc:
+        except ResultFileError as exc:
             errors.setdefault("files", []).append(f"{upload.name}: {exc}")
             continue
         if not (tags.get("concurrency") or result.max_concurrency):
@@ -78,11 +68,11 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
 
 def _read(upload: UploadedFile) -> tuple[object, BenchResult]:
     if upload.size > MAX_RESULT_BYTES:
-        raise EvidenceError(f"larger than {MAX_RESULT_BYTES >> 20} MiB")
+        raise ResultFileError(f"larger than {MAX_RESULT_BYTES >> 20} MiB")
     try:
         raw = orjson.loads(upload.read())
     except orjson.JSONDecodeError as exc:
-        raise EvidenceError(
+        raise ResultFileError(
             f"not a JSON file (it stops making sense at line {exc.lineno}, column {exc.colno})"
         ) from None
     return raw, parse_result(raw)
