@@ -59,8 +59,8 @@ def _fresh_database() -> None:
 
 
 def _one_case(log: Path, workers: int, parts: int, work: Path):
-    from console import services
     from console.models import Upload
+    from console.uploads import services
 
     procs = [
         subprocess.Popen(
