@@ -102,7 +102,7 @@ def _seed(env: dict[str, str], log: Path) -> tuple[int, int]:
 import time
 from pathlib import Path
 from console.models import Analysis
-from console.services import upload_create
+from console.uploads.services import upload_create
 u = upload_create(name="day", sources=[Path({str(log)!r})])
 for _ in range(600):
     a = Analysis.objects.filter(upload=u, status="done").first()

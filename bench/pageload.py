@@ -78,7 +78,7 @@ def _run_mode(mode: str, work: Path, repeat: int) -> None:
     analysis_id = django_shell(env, f"""
 from pathlib import Path
 from console.models import Analysis
-from console.services import upload_create
+from console.uploads.services import upload_create
 u = upload_create(name="sample", sources=[Path({str(SAMPLE)!r})], block_sizes=[256])
 print(Analysis.objects.get(upload=u, status="done").pk)
 """).split()[-1]  # fmt: skip

@@ -65,8 +65,8 @@ def _setup_console(work: Path) -> None:
 def _one_case(log: Path, workers: int, parts: int, work: Path) -> tuple[float, Upload]:
     """Seconds from dispatching `log` in `parts` to its streams written, on `workers`
     fresh Celery workers; and the upload row once its default analysis is done."""
-    from console import services
     from console.models import Upload
+    from console.uploads import services
 
     procs = []
     for i in range(workers):

@@ -8,7 +8,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("kvscope")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# The wings whose tasks.py a worker imports when it starts (the wings are packages inside
+# the console app, which Django's own list of apps does not name); console.jobs imports
+# them the same way in a web process that runs tasks in-process.
+TASK_PACKAGES = ["console.uploads"]
+app.autodiscover_tasks(TASK_PACKAGES)
 
 
 class RequeueOnConnect(bootsteps.StartStopStep):

@@ -43,7 +43,7 @@ def abandoned(model, pk: int) -> Q:
 
 
 def process_gone(worker: str) -> bool:
-    """True if `worker` (host:pid, as _worker_name writes it) was a process on this
+    """True if `worker` (host:pid, as worker_name writes it) was a process on this
     machine that no longer runs (a zombie, killed but not yet reaped, counts as gone)."""
     host, _, pid_text = worker.rpartition(":")
     if host != socket.gethostname() or not pid_text.isdigit():

@@ -30,17 +30,15 @@ from console.forms import (
 )
 from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, can_author, reader_required
-from console.services import (
-    RetryRefused,
-    StorageError,
+from console.uploads.analyses import (
     analysis_create,
     analysis_figures,
     analysis_retry,
     default_block_size,
-    upload_create,
-    upload_retry,
 )
 from console.uploads.limits import files_refused, human_bytes
+from console.uploads.services import RetryRefused, upload_create, upload_retry
+from console.uploads.storage import StorageError
 from console.web import attachment, download, is_id
 
 

@@ -213,7 +213,7 @@ def version_update(
 
 def _rerun_constrained(version: PolicyVersion, user) -> None:
     """Queue the linked analysis again with the policy's own lifetime and scope."""
-    from console.services import analysis_create
+    from console.uploads.analyses import analysis_create
 
     analysis, body = version.analysis, version.body
     if analysis is None or not body.get("lifetime_s"):

@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from console.models import Analysis, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
-from console.services import upload_create, upload_delete_raw
+from console.uploads.services import upload_create
+from console.uploads.storage import upload_delete_raw
 from tests.console.conftest import PASSWORD, _user, wait_for
 from tests.console.test_policies import _submitted, complete
 

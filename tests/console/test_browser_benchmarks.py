@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from bench.generate import chat_requests, write_jsonl
 from console.models import FINISHED, BenchRun, Upload
-from console.services import upload_create
+from console.uploads.services import upload_create
 from tests.analysis.test_benchmarks import vllm_result
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page
 
 from console.models import FINISHED, Analysis, Upload
-from console.services import upload_create
+from console.uploads.services import upload_create
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
 from tests.console.conftest import wait_for

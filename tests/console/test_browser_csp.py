@@ -12,7 +12,8 @@ from console.middleware import CONTENT_SECURITY_POLICY
 from console.models import FINISHED, Analysis, JobStatus, Upload
 from console.policies.models import PolicyVersion
 from console.policies.services import policy_create
-from console.services import analysis_create, upload_create
+from console.uploads.analyses import analysis_create
+from console.uploads.services import upload_create
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
 from tests.console.conftest import wait_for

@@ -23,8 +23,9 @@ from console.models import FINISHED, Analysis, JobStatus, PolicyVersion, Version
 from console.policies.body import digest
 from console.policies.exports import lmcache_files
 from console.policies.services import findings_for
-from console.services import analysis_create, upload_create
 from console.templatetags.kvscope import gib
+from console.uploads.analyses import analysis_create
+from console.uploads.services import upload_create
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
 from tests.console.conftest import PASSWORD, wait_for

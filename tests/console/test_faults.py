@@ -25,12 +25,14 @@ from kombu import pools as kombu_pools
 
 from analysis import analyze, ingest
 from bench.generate import chat_requests, write_jsonl
-from console import services
+from console import jobs
 from console.celery import app
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, JobStatus, Upload
-from console.services import StorageError, analysis_create, upload_create, upload_retry
-from console.tasks import requeue_undispatched_task
+from console.uploads.analyses import analysis_create
+from console.uploads.services import upload_create, upload_retry
+from console.uploads.storage import StorageError
+from console.uploads.tasks import requeue_undispatched_task
 from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -303,23 +305,23 @@ def test_storing_an_upload_is_all_or_nothing(chat_log, tmp_path):
 
 def test_a_run_that_was_taken_over_cannot_overwrite_its_successor(chat_log):
     upload = Upload.objects.create(name="claimed twice", raw_paths=[str(chat_log)])
-    assert services._claim(Upload, upload.pk)
+    assert jobs.claim(Upload, upload.pk)
     first_run = Upload.objects.get(pk=upload.pk)
-    assert not services._claim(Upload, upload.pk)  # a duplicate delivery does nothing
+    assert not jobs.claim(Upload, upload.pk)  # a duplicate delivery does nothing
     # a redelivered copy while the first run still beats (the broker restored it when a
     # connection dropped) leaves the live run alone
-    assert not services._claim(Upload, upload.pk, redelivered=True)
+    assert not jobs.claim(Upload, upload.pk, redelivered=True)
     assert Upload.objects.get(pk=upload.pk).started_at == first_run.started_at
     # the first run's worker stopped beating (it died): its task came back and takes over
     Upload.objects.filter(pk=upload.pk).update(
         heartbeat_at=first_run.started_at - dt.timedelta(hours=1)
     )
     time.sleep(0.002)
-    assert services._claim(Upload, upload.pk, redelivered=True)
-    services._fail(Upload, upload.pk, "the first run failed late", first_run.started_at)
+    assert jobs.claim(Upload, upload.pk, redelivered=True)
+    jobs.fail(Upload, upload.pk, "the first run failed late", first_run.started_at)
     now = Upload.objects.get(pk=upload.pk)
     assert now.status == JobStatus.RUNNING and now.message == ""
-    services._fail(Upload, upload.pk, "the second run failed", now.started_at)
+    jobs.fail(Upload, upload.pk, "the second run failed", now.started_at)
     assert Upload.objects.get(pk=upload.pk).message == "the second run failed"
 
 

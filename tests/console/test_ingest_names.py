@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from console.models import JobStatus, Upload
-from console.services import upload_create
+from console.uploads.services import upload_create
 from tests.console.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -48,7 +48,8 @@ from console.policies.services import (
     version_update,
 )
 from console.policies.views import export_text
-from console.services import analysis_create, upload_create
+from console.uploads.analyses import analysis_create
+from console.uploads.services import upload_create
 from tests.console.conftest import PASSWORD, _user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection
 
 from console.models import JobStatus, Upload
-from console.services import upload_create
+from console.uploads.services import upload_create
 from tests.console.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

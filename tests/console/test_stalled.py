@@ -21,13 +21,8 @@ from django.utils import timezone
 from analysis.readers import split_lines
 from bench.generate import chat_requests, write_jsonl
 from console.models import Analysis, JobStatus, Upload
-from console.services import (
-    upload_create,
-    upload_ingest,
-    upload_ingest_merge,
-    upload_ingest_part,
-    upload_retry,
-)
+from console.uploads.parts import upload_ingest_merge, upload_ingest_part
+from console.uploads.services import upload_create, upload_ingest, upload_retry
 from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
 
 pytestmark = [

@@ -22,12 +22,12 @@ from bench.generate import chat_requests, mooncake_requests, write_jsonl
 from console.engine import analysis_params, ingest_options
 from console.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.models import Analysis, Upload
-from console.services import (
+from console.uploads.analyses import (
     DEFAULT_PARAMS,
     FIRST_ANALYSIS_BLOCK_TOKENS,
     first_analysis_block_size,
-    upload_retry,
 )
+from console.uploads.services import upload_retry
 from tests.console.conftest import PASSWORD, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -325,7 +325,7 @@ def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
 
 
 def test_retry_with_the_formats_own_stores_no_explicit_size(long_prompts):
-    from console.services import upload_create
+    from console.uploads.services import upload_create
 
     created = upload_create(name="t", sources=[long_prompts], block_sizes=[128])
     upload = wait_for(_finished(created.pk))

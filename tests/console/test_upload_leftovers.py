@@ -143,7 +143,7 @@ def test_a_web_process_killed_mid_upload_leaves_nothing_after_start_up_and_purge
     kept_until = (dt.date.today() + dt.timedelta(days=30)).isoformat()
     kept = Path(_run(env, "manage.py", "shell", "-c", (
         "import datetime as dt; from pathlib import Path; "
-        "from console.services import upload_create; "
+        "from console.uploads.services import upload_create; "
         f"u = upload_create(name='kept', sources=[Path('{kept_log}')], "
         f"keep_raw_until=dt.date.fromisoformat('{kept_until}')); print(u.raw_paths[0])"
     )).strip().splitlines()[-1])  # fmt: skip

@@ -1,0 +1,114 @@
+"""Analyses of an upload's stored block streams: the automatic first one's parameters and
+block size, a new analysis queued and run, a failed one retried, their figures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from django.utils import timezone
+
+from analysis import BlockStream, Progress, analyze
+from analysis.ingest import DEFAULT_BLOCK_TOKENS
+from console import charts
+from console.engine import analysis_params
+from console.heartbeat import heartbeat
+from console.jobs import claim, dispatch, fail, progress_writer, requeue
+from console.models import Analysis, JobStatus, Upload
+
+log = logging.getLogger(__name__)
+DEFAULT_PARAMS = {
+    "windows": [300.0, 3600.0, 86400.0],
+    "model": "llama-3.1-8b",
+    "scope": "global",
+    "target": 0.9,
+    "headroom": 0.1,
+    "tp": 1,
+    "min_reuses": 2,
+    "doc_min_tokens": 512,
+}
+# The block size the automatic first analysis runs on (and the analysis form's default)
+# when several were ingested: the chat default, LMCache's 256-token chunk, if it is among
+# them; else the format's own if it is (a trace's 512); else the smallest.
+FIRST_ANALYSIS_BLOCK_TOKENS = DEFAULT_BLOCK_TOKENS["chat"]
+
+
+def first_analysis_block_size(sizes: Sequence[int], source_format: str) -> int:
+    """Which of an upload's stored block sizes the default analysis uses."""
+    if FIRST_ANALYSIS_BLOCK_TOKENS in sizes:
+        return FIRST_ANALYSIS_BLOCK_TOKENS
+    own = DEFAULT_BLOCK_TOKENS.get(source_format)
+    return own if own in sizes else min(sizes)
+
+
+def default_block_size(upload: Upload) -> int:
+    """The analysis form's block size when no analysis is done yet: as the first one's."""
+    sizes = upload.available_block_sizes
+    if sizes:
+        return first_analysis_block_size(sizes, upload.source_format)
+    return DEFAULT_BLOCK_TOKENS.get(upload.source_format, FIRST_ANALYSIS_BLOCK_TOKENS)
+
+
+def _figure_pairs(report: dict) -> list:
+    """[name, figure] pairs in drawing order (PostgreSQL's jsonb does not keep key order)."""
+    return [[name, figure] for name, figure in charts.report_figures(report).items()]
+
+
+def analysis_figures(analysis: Analysis) -> dict:
+    """The stored figures of a finished analysis, in drawing order (drawn and stored now
+    for rows written before figures were stored)."""
+    if not analysis.report:
+        return {}
+    if analysis.figures is None:
+        analysis.figures = _figure_pairs(analysis.report)
+        Analysis.objects.filter(pk=analysis.pk, figures__isnull=True).update(
+            figures=analysis.figures
+        )
+    return dict((name, figure) for name, figure in analysis.figures)
+
+
+def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
+    """Queue an analysis of an upload's stored block stream with new parameters."""
+    if str(block_tokens) not in upload.streams:
+        raise ValueError(f"this upload has no {block_tokens}-token block stream")
+    analysis_params(**params).validate()  # refuse bad parameters before queueing
+    analysis = Analysis.objects.create(
+        upload=upload, created_by=user, block_tokens=block_tokens, params=params
+    )
+    dispatch(Analysis, analysis.pk)
+    return analysis
+
+
+def analysis_retry(*, analysis: Analysis) -> Analysis:
+    """Queue a failed or stalled analysis again (its stream is still stored)."""
+    requeue(Analysis, analysis.pk)
+    analysis.refresh_from_db()
+    return analysis
+
+
+def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
+    """Run a queued analysis from the block stream (never the raw file)."""
+    if not claim(Analysis, analysis_id, redelivered):
+        return
+    analysis = Analysis.objects.select_related("upload").get(pk=analysis_id)
+    run = analysis.started_at  # this claim's mark: a run taken over writes nothing
+    progress = progress_writer(Analysis, analysis_id)
+    try:
+        with heartbeat(Analysis, analysis_id, run):
+            progress(Progress("loading", 0, 1))
+            stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
+            report = analyze(stream, analysis_params(**analysis.params), progress=progress)
+    except (ValueError, KeyError, OSError) as exc:
+        fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}", run)
+        return
+    except Exception as exc:
+        log.exception("analysis %s failed", analysis_id)
+        fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}", run)
+        raise
+    Analysis.objects.filter(pk=analysis_id, status=JobStatus.RUNNING, started_at=run).update(
+        report=(report_dict := report.to_dict()),
+        figures=_figure_pairs(report_dict),
+        status=JobStatus.DONE,
+        stage="done",
+        finished_at=timezone.now(),
+    )

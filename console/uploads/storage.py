@@ -1,0 +1,106 @@
+"""Where an upload's files live: the raw files as stored (generated names, all or none),
+the artifact folder its ingest writes, and their removal (done, expired, left by a crash)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.utils import timezone
+
+from console.leftovers import raw_folder
+from console.models import Upload
+
+
+class StorageError(Exception):
+    """The raw files could not be stored (disk full, folder read-only): nothing was kept."""
+
+
+def store_raw_files(sources: Sequence[UploadedFile | Path]) -> list[tuple[Path, str]]:
+    """Store every file or none; returns (path, name as uploaded) for each."""
+    stored: list[tuple[Path, str]] = []
+    try:
+        for source in sources:
+            stored.append(_store_raw(source))
+    except OSError as exc:
+        for path, _ in stored:  # all files or none
+            path.unlink(missing_ok=True)
+        raise StorageError(
+            f"Could not store the upload: {exc.strerror or exc} (is the data folder full or "
+            "read-only?). Nothing was kept; try again once there is room."
+        ) from exc
+    return stored
+
+
+def _store_raw(source: UploadedFile | Path) -> tuple[Path, str]:
+    """Move or copy one file under a generated name; returns (path, name as uploaded)."""
+    target = raw_folder() / f"{uuid.uuid4().hex}.log"
+    tmp = target.with_suffix(".part")  # a crash never leaves a half file under a real name
+    try:
+        if isinstance(source, Path):
+            shutil.copyfile(source, tmp)
+            name = source.name
+        else:
+            temp_path = getattr(source, "temporary_file_path", None)
+            if temp_path is not None:
+                shutil.copyfile(temp_path(), tmp)
+            else:
+                with open(tmp, "wb") as out:
+                    for chunk in source.chunks():
+                        out.write(chunk)
+            name = source.name or "upload"
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target, name[:300]
+
+
+def raw_names(upload: Upload) -> list[str] | None:
+    """The files' names as uploaded, for every message of the engine: the stored files
+    have generated names the user never saw."""
+    names = list(upload.raw_names)
+    return names if len(names) == len(upload.raw_paths) else None
+
+
+def upload_folder(upload_id: int) -> Path:
+    return Path(settings.ARTIFACT_ROOT) / f"upload-{upload_id}"
+
+
+def parts_folder(upload_id: int, run: str) -> Path:
+    """Where the parts of one run of a split ingest write (`run`: its run mark): a run
+    taken over (stalled, then Retry) never writes into its successor's parts."""
+    return upload_folder(upload_id) / f"parts-{re.sub(r'[^0-9A-Za-z]', '', run)}"
+
+
+def clear_leftovers(upload_id: int) -> None:
+    """What a killed run may have left: its spill and half-written (temporary) folders."""
+    folder = upload_folder(upload_id)
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            # (a split ingest's parts: "parts-<run>", and "parts" before runs were marked)
+            if entry.name.startswith(".") or entry.name.startswith("parts"):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def upload_delete_raw(*, upload_id: int) -> None:
+    upload = Upload.objects.get(pk=upload_id)
+    for path in upload.raw_paths:
+        Path(path).unlink(missing_ok=True)
+    Upload.objects.filter(pk=upload_id).update(raw_paths=[])
+
+
+def purge_expired_raw() -> int:
+    """Delete raw files kept past their date; returns how many uploads were purged."""
+    expired = Upload.objects.filter(keep_raw_until__lt=timezone.localdate()).exclude(raw_paths=[])
+    count = 0
+    for upload in expired:
+        upload_delete_raw(upload_id=upload.pk)
+        count += 1
+    return count
