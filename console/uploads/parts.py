@@ -17,10 +17,14 @@ from celery import chord
 from django.conf import settings
 from django.db.models import F
 
-from analysis import BlockStream, UnusableInput, ingest_to_folders
-from analysis.errors import TooManyBadLines
-from analysis.ingest import merge_parts
-from analysis.readers import ByteRange, TraceFit, split_lines
+from analysis.ingest import (
+    PartResult,
+    ingest_part_to_folder,
+    load_part,
+    merge_part_results,
+    plan_parts,
+)
+from analysis.readers import ByteRange
 from console.heartbeat import heartbeat
 from console.jobs import JobFailed, failure_message, task_named
 from console.models import JobStatus, Upload
@@ -30,6 +34,7 @@ from console.uploads.storage import parts_folder, raw_names, upload_folder
 log = logging.getLogger(__name__)
 PART_TASK = "kvscope.ingest_part"
 MERGE_TASK = "kvscope.ingest_merge"
+FAILED_NOTE = "part-failed.json"  # in a part's folder: the part failed, not its input
 
 
 class PartFailed(JobFailed):
@@ -38,7 +43,7 @@ class PartFailed(JobFailed):
 
 def ingest_in_parts(upload: Upload) -> None:
     """Fan the claimed upload out to one task per part, merged by the chord's callback."""
-    ranges = split_lines(upload.raw_paths[0], upload.ingest_parts)
+    ranges = plan_parts(upload.raw_paths[0], upload.ingest_parts)
     run = _run_mark(upload)  # every task of the chord carries it: see _owned
     shutil.rmtree(parts_folder(upload.pk, run), ignore_errors=True)  # a redelivered run
     Upload.objects.filter(pk=upload.pk, started_at=upload.started_at).update(
@@ -82,59 +87,40 @@ def upload_ingest_part(
     folder = parts_folder(upload_id, run) / f"p{index:04d}"
     try:
         with heartbeat(Upload, upload_id, started):
-            ingest_to_folders(
-                upload.raw_paths,
-                upload_ingest_options(upload),
-                folder,
-                byte_range=ByteRange(start, end, first_line),
-                names=raw_names(upload),
-            )
-    except UnusableInput as exc:
-        # the advice as data too: the merge words it once for all the parts
-        note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
-                "budget": isinstance(exc, TooManyBadLines), "advice": exc.advice,
-                "fit": exc.fit.to_dict() if exc.fit is not None else None,
-                "requests": exc.requests}  # fmt: skip
-        _write_note(folder, note)
+            byte_range = ByteRange(start, end, first_line)
+            options = upload_ingest_options(upload)
+            ingest_part_to_folder(upload.raw_paths, options, byte_range, folder, raw_names(upload))
     except Exception as exc:  # the chord must still reach its callback, which says it
         log.exception("part %s of upload %s failed", index, upload_id)
-        _write_note(folder, {"failed": failure_message(exc)})
+        _write_failure(folder, failure_message(exc))
     Upload.objects.filter(pk=upload_id, started_at=started).update(
         progress_done=F("progress_done") + (end - start)
     )
 
 
-def _write_note(folder: Path, note: dict) -> None:
+def _write_failure(folder: Path, message: str) -> None:
+    """Why a part failed (not for its input), beside what the engine writes."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / ".part-note.json"
-    tmp.write_bytes(orjson.dumps(note))
-    os.replace(tmp, folder / "part-note.json")
+    tmp = folder / f".{FAILED_NOTE}"
+    tmp.write_bytes(orjson.dumps({"failed": message}))
+    os.replace(tmp, folder / FAILED_NOTE)
 
 
-def _read_parts(upload_id: int, parts: int, run: str) -> tuple[dict[int, list[BlockStream]], list]:
-    """Each part's streams (by block size) or what stopped it. Raises PartFailed when a
+def _read_parts(upload_id: int, parts: int, run: str) -> list[PartResult]:
+    """Each part's streams or what stopped it, in file order. Raises PartFailed when a
     part failed or left nothing at all."""
-    by_size: dict[int, list[BlockStream]] = {}
-    unusable: list[UnusableInput] = []
+    results = []
     for i in range(parts):
         folder = parts_folder(upload_id, run) / f"p{i:04d}"
-        note_file = folder / "part-note.json"
-        if note_file.exists():
-            note = orjson.loads(note_file.read_bytes())
-            if "failed" in note:
-                raise PartFailed(f"part {i + 1} of {parts}: {note['failed']}")
-            kind = TooManyBadLines if note.get("budget") else UnusableInput
-            unusable.append(kind(note["reason"], note["errors"], note["skipped_lines"],
-                                 advice=note.get("advice", ""),
-                                 fit=TraceFit.from_dict(note.get("fit")),
-                                 requests=note.get("requests", 0)))  # fmt: skip
-            continue
-        streams = sorted(folder.glob("b*"))
-        if not streams:
+        failed = folder / FAILED_NOTE
+        if failed.exists():
+            message = orjson.loads(failed.read_bytes())["failed"]
+            raise PartFailed(f"part {i + 1} of {parts}: {message}")
+        result = load_part(folder)
+        if result is None:
             raise PartFailed(f"part {i + 1} of {parts} left no result; press Retry")
-        for sub in streams:
-            by_size.setdefault(int(sub.name[1:]), []).append(BlockStream.load(sub))
-    return by_size, unusable
+        results.append(result)
+    return results
 
 
 def upload_ingest_merge(*, upload_id: int, parts: int, run: str = "") -> None:
@@ -156,16 +142,9 @@ def _merge_and_finish(upload: Upload, parts: int, run: str) -> None:
     upload_id = upload.pk
     budget = settings.KVSCOPE_MAX_BAD_LINES or None
     try:
-        by_size, unusable = _read_parts(upload_id, parts, run)
-        if not by_size:
-            merge_parts([], unusable)  # raises: no part had a usable line
-        # smallest size first, as one pass orders them (block_sizes are stored sorted)
-        folders = {
-            size: merge_parts(by_size[size], unusable, budget).save(
-                upload_folder(upload_id) / f"b{size}"
-            )
-            for size in sorted(by_size)
-        }
+        merged = merge_part_results(_read_parts(upload_id, parts, run), budget)
+        folders = {size: stream.save(upload_folder(upload_id) / f"b{size}")
+                   for size, stream in merged.items()}  # fmt: skip
     except Exception as exc:
         ingest_failed(upload, exc)
         return

@@ -123,7 +123,8 @@ def test_a_long_ingest_beats_while_it_runs(tmp_path, settings):
     settings.KVSCOPE_STALL_SECONDS = 6  # a beat a second: 6 s of slack for a loaded machine
     settings.KVSCOPE_EAGER_IN_THREAD = True  # in the background, as on the embedded default
     log = tmp_path / "long.jsonl"
-    write_jsonl(chat_requests(16_000, seed=8, documents=30), log)
+    # long enough for several beats even when the machine is idle (16,000 took ~2 s)
+    write_jsonl(chat_requests(48_000, seed=8, documents=30), log)
     upload = upload_create(name="long", sources=[log])
     beats: set[dt.datetime] = set()
 
