@@ -6,12 +6,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from analysis.readers import TraceFit
 
 
 class LineError(ValueError):
     """A line that cannot be used; the message says why, in words a user can act on."""
+
+
+# A rule on input is checked by calling refuse(broken, words): `broken` is a bool for one
+# line, or an array of them for a batch read column-wise; `words` says why a line is
+# refused (a batch needs no words: any broken row sends it to the line reader).
+Refuse = Callable[[bool | np.bool_ | np.ndarray, Callable[[], str]], None]
+
+
+def refuse_line(broken: bool | np.bool_ | np.ndarray, words: Callable[[], str]) -> None:
+    """A line's Refuse: a broken rule is a LineError in its own words."""
+    if broken:
+        raise LineError(words())
 
 
 class UnusableInput(ValueError):

@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 
 from analysis.errors import ErrorLog, LineError, TooManyBadLines, UnusableInput, over_budget
-from analysis.fasttrace import TraceColumns, read_trace
 from analysis.hashing import KeyedHasher
 from analysis.readers import (
     INSTRUCTION_ROLES,
@@ -31,12 +30,14 @@ from analysis.readers import (
     MooncakeReader,
     Reader,
     ReadLimits,
+    TraceColumns,
     TraceFit,
     TraceRequest,
     blocks_fit,
     decode_line,
     detect_format,
     precheck_line,
+    read_trace,
     split_lines,
 )
 from analysis.spill import SPILL_ROWS, SpillColumns
