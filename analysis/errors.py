@@ -16,16 +16,13 @@ class LineError(ValueError):
     """A line that cannot be used; the message says why, in words a user can act on."""
 
 
-# A rule on input is checked by calling refuse(broken, words): `broken` is a bool for one
-# line, or an array of them for a batch read column-wise; `words` says why a line is
-# refused (a batch needs no words: any broken row sends it to the line reader).
-Refuse = Callable[[bool | np.bool_ | np.ndarray, Callable[[], str]], None]
-
-
-def refuse_line(broken: bool | np.bool_ | np.ndarray, words: Callable[[], str]) -> None:
-    """A line's Refuse: a broken rule is a LineError in its own words."""
-    if broken:
-        raise LineError(words())
+# A rule on input is checked as `if refuse(broken): raise LineError(words)`. `broken` is a
+# bool for one line, or an array of them for a batch read column-wise: a line's refuse is
+# `bool` (a broken rule is worded); a batch's raises when any row breaks the rule, since
+# the batch then goes to the line reader, which words it (a function call, no closure:
+# the line reader checks a dozen rules on every line).
+Refuse = Callable[[bool | np.bool_ | np.ndarray], bool]
+refuse_line: Refuse = bool
 
 
 class UnusableInput(ValueError):

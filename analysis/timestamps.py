@@ -81,12 +81,17 @@ def check_ms(ms: float | np.ndarray, refuse: Refuse = refuse_line) -> None:
     """A trace's milliseconds (one, or a column of them) must be finite and before the
     year 9999; checked before rounding: a huge float has no integer value."""
     # spelled so that ints of any size (no float holds them all), floats and arrays take it
-    magnitude = np.abs(ms) if isinstance(ms, np.ndarray) else abs(ms)
-    refuse((ms != ms) | (magnitude == math.inf), lambda: f"timestamp {ms!r} is not a finite number")
-    with np.errstate(over="ignore"):  # a huge float times 1000 is inf: past the bound too
+    if isinstance(ms, np.ndarray):
+        magnitude = np.abs(ms)
+        with np.errstate(over="ignore"):  # a huge float times 1000 is inf: past the bound
+            scaled = magnitude * 1000
+    else:
+        magnitude = abs(ms)
         scaled = magnitude * 1000
-    refuse(scaled > _MAX_US,
-           lambda: f"timestamp {ms!r} is out of range (after the year 9999)")  # fmt: skip
+    if refuse((ms != ms) | (magnitude == math.inf)):
+        raise LineError(f"timestamp {ms!r} is not a finite number")
+    if refuse(scaled > _MAX_US):
+        raise LineError(f"timestamp {ms!r} is out of range (after the year 9999)")
 
 
 def ms_to_us(ms: int | float) -> int:
@@ -117,10 +122,11 @@ def check_plausible(
     trace's start), or more than a day in the future. A trace's relative milliseconds are
     never in the future (now is 1.7e12 ms); epoch ones may be. `t_us`: one time or a column
     of them (see Refuse)."""
-    what = "before the trace's start" if relative else "before 1970"
-    refuse(t_us < 0, lambda: f"timestamp {original!r} is negative ({what})")
-    refuse(t_us > now + FUTURE_SLACK_US,
-           lambda: f"timestamp {original!r} is in the future ({_date(t_us)})")  # fmt: skip
+    if refuse(t_us < 0):
+        what = "before the trace's start" if relative else "before 1970"
+        raise LineError(f"timestamp {original!r} is negative ({what})")
+    if refuse(t_us > now + FUTURE_SLACK_US):
+        raise LineError(f"timestamp {original!r} is in the future ({_date(t_us)})")
 
 
 def _date(t_us: int | np.ndarray) -> str:

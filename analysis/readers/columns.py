@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -181,10 +180,11 @@ class _Refused(Exception):
     """A batch with a row the line reader must decide."""
 
 
-def _refuse_batch(broken: bool | np.bool_ | np.ndarray, words: Callable[[], str]) -> None:
-    """A batch's Refuse: any broken row sends the file to the line reader (no words)."""
+def _refuse_batch(broken: bool | np.bool_ | np.ndarray) -> bool:
+    """A batch's Refuse: any broken row sends the file to the line reader, which words it."""
     if np.any(broken):
         raise _Refused
+    return False
 
 
 class _TraceBatch:

@@ -38,8 +38,10 @@ def tenant_and_user(obj: dict) -> tuple[str, str]:
 
 def check_count(value: int | np.ndarray, what: str, refuse: Refuse) -> None:
     """The bounds of a token count (NaN, a column's missing value, breaks none)."""
-    refuse(value < 0, lambda: f"{what} {value} is negative")
-    refuse(value > MAX_TOKENS, lambda: f"{what} {value} is absurd (more than {MAX_TOKENS:,})")
+    if refuse(value < 0):
+        raise LineError(f"{what} {value} is negative")
+    if refuse(value > MAX_TOKENS):
+        raise LineError(f"{what} {value} is absurd (more than {MAX_TOKENS:,})")
 
 
 def whole_number(value: object, what: str) -> int:

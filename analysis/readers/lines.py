@@ -69,15 +69,11 @@ class BlankLineLimit(UnusableInput):
 
 def content_start(data: bytes | bytearray, pos: int = 0) -> int:
     """Where content starts at `pos`, past whitespace and byte-order marks (no copy)."""
-    end = _space_end(data, pos)
+    # _SPACE always matches (perhaps nothing); inline, as this runs for every line
+    end = _SPACE.match(data, pos).end()  # type: ignore[union-attr]
     while data.startswith(BOM, end):
-        end = _space_end(data, end + 3)
+        end = _SPACE.match(data, end + 3).end()  # type: ignore[union-attr]
     return end
-
-
-def _space_end(data: bytes | bytearray, pos: int) -> int:
-    match = _SPACE.match(data, pos)  # (always matches, perhaps nothing)
-    return match.end() if match is not None else pos
 
 
 def _blank_line(line: bytes | bytearray) -> bool:
@@ -265,8 +261,11 @@ class LogFile:
         cap = self.limits.max_line_bytes
         size = len(data)
         while pos < size:
-            # the whitespace (and byte-order marks) before the next content: blank lines
-            end = content_start(data, pos)
+            # the whitespace (and byte-order marks) before the next content: blank lines;
+            # content_start written out, as this runs for every line
+            end = _SPACE.match(data, pos).end()  # type: ignore[union-attr]
+            while data.startswith(BOM, end):
+                end = _SPACE.match(data, end + 3).end()  # type: ignore[union-attr]
             if stop is not None and offset + end >= stop:
                 blank = data.count(b"\n", pos, max(stop - offset, pos))
                 if blank:

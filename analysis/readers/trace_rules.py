@@ -9,7 +9,7 @@ from typing import Protocol, overload
 
 import numpy as np
 
-from analysis.errors import Refuse
+from analysis.errors import LineError, Refuse
 from analysis.readers.fields import check_count
 from analysis.timestamps import check_ms, check_plausible
 
@@ -32,6 +32,12 @@ def blocks_fit(input_length: Count, nblocks: Count, block_tokens: int) -> bool |
     block: all full but the last, which holds 1..B tokens; no ids only for no tokens. For
     ints (a line) and arrays (columns): one rule on both paths."""
     return ((nblocks - 1) * block_tokens < input_length) & (input_length <= nblocks * block_tokens)
+
+
+def _not(value: bool | np.ndarray) -> bool | np.ndarray:
+    """Not, for a bool and a bool array alike (~ on a bool is bitwise: ~True == -2); the
+    numpy functions would take both, but at a microsecond a call on a line's numbers."""
+    return value ^ True
 
 
 def max_blocks(block_tokens: int) -> int:
@@ -71,25 +77,27 @@ def check_trace(
     check_plausible(record.t_us(), ms, now, True, refuse)
     length = record.input_length()
     check_count(length, "input_length", refuse)
-    refuse(length > MAX_PROMPT_TOKENS, lambda: f"input_length {length:,} is more than any "
-           f"model's context ({MAX_PROMPT_TOKENS:,} tokens)")  # fmt: skip
+    if refuse(length > MAX_PROMPT_TOKENS):
+        raise LineError(f"input_length {length:,} is more than any model's context "
+                        f"({MAX_PROMPT_TOKENS:,} tokens)")  # fmt: skip
     # counted before the ids are converted: 200,000 of them would be 12 TiB of KV cache
     listed = record.listed_blocks()
-    most = max_blocks(block_tokens)
-    if listed is not None:
-        refuse(listed > most, lambda: f"{listed:,} hash_ids are more blocks than any model's "
-               f"context holds ({MAX_PROMPT_TOKENS:,} tokens = {most:,} blocks of "
-               f"{block_tokens})")  # fmt: skip
+    if listed is not None and refuse(listed > max_blocks(block_tokens)):
+        raise LineError(
+            f"{listed:,} hash_ids are more blocks than any model's context holds "
+            f"({MAX_PROMPT_TOKENS:,} tokens = {max_blocks(block_tokens):,} blocks of "
+            f"{block_tokens})"
+        )
     blocks = record.nblocks()
     # The last id holds input_length - B*(blocks-1) tokens, which must be 1..B.
-    fits = blocks_fit(length, blocks, block_tokens)
-    contradicts = np.logical_and(blocks > 0, np.logical_not(fits))
+    contradicts = (blocks > 0) & _not(blocks_fit(length, blocks, block_tokens))
     if blocks_seen is not None:
         blocks_seen(length, blocks, contradicts)
-    refuse(contradicts, lambda: f"{blocks} hash_ids contradict input_length {length} at "
-           f"{block_tokens} tokens per block")  # fmt: skip
-    refuse(np.logical_and(blocks == 0, length > 0),
-           lambda: f"no hash_ids for input_length {length}")  # fmt: skip
+    if refuse(contradicts):
+        raise LineError(f"{blocks} hash_ids contradict input_length {length} at "
+                        f"{block_tokens} tokens per block")  # fmt: skip
+    if refuse((blocks == 0) & (length > 0)):
+        raise LineError(f"no hash_ids for input_length {length}")
     output = record.output_length()
     if output is not None:
         check_count(output, "output_length", refuse)

@@ -96,11 +96,11 @@ class MooncakeReader:
         tenant, user = tenant_and_user(obj)
         return TraceRequest(
             line=line,
-            t_us=fields.t_us(),
+            t_us=fields.us,
             tenant=tenant,
             user=user,
             model=as_str(obj.get("model")),
-            input_length=fields.input_length(),
+            input_length=fields.length,
             output_tokens=fields.output_tokens,
             hash_ids=fields.hash_ids,
         )
@@ -116,26 +116,34 @@ class MooncakeReader:
 
 class _TraceLine:
     """A trace line's fields (TraceFields), each refused as it is fetched when it is
-    missing or of the wrong type."""
+    missing or of the wrong type, and kept for the request once the rules passed."""
+
+    __slots__ = ("_obj", "hash_ids", "length", "ms", "output_tokens", "us")
+    hash_ids: np.ndarray  # uint64 keys (set by nblocks)
 
     def __init__(self, obj: dict):
         self._obj = obj
-        self.hash_ids = np.zeros(0, dtype=np.uint64)  # uint64 keys, once nblocks converted
-        self.output_tokens = -1  # once output_length is fetched; -1 when not given
+        self.ms: int | float = 0
+        self.us = 0
+        self.length = 0
+        self.output_tokens = -1  # when output_length is not given
 
     def timestamp_ms(self) -> int | float:
         if "timestamp" not in self._obj:
             raise LineError("no timestamp")
-        return as_ms(self._obj["timestamp"])
+        self.ms = as_ms(self._obj["timestamp"])
+        return self.ms
 
     def t_us(self) -> int:
-        return ms_to_us(as_ms(self._obj["timestamp"]))
+        self.us = ms_to_us(self.ms)
+        return self.us
 
     def input_length(self) -> int:
         value = self._obj.get("input_length")
         if value is None:
             raise LineError("no input_length")
-        return whole_number(value, "input_length")
+        self.length = whole_number(value, "input_length")
+        return self.length
 
     def listed_blocks(self) -> int | None:
         value = self._obj.get("hash_ids")
