@@ -6,12 +6,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from analysis.readers import TraceFit
 
 
 class LineError(ValueError):
     """A line that cannot be used; the message says why, in words a user can act on."""
+
+
+# A rule on input is checked as `if refuse(broken): raise LineError(words)`. `broken` is a
+# bool for one line, or an array of them for a batch read column-wise: a line's refuse is
+# `bool` (a broken rule is worded); a batch's raises when any row breaks the rule, since
+# the batch then goes to the line reader, which words it (a function call, no closure:
+# the line reader checks a dozen rules on every line).
+Refuse = Callable[[bool | np.bool_ | np.ndarray], bool]
+refuse_line: Refuse = bool
 
 
 class UnusableInput(ValueError):

@@ -6,7 +6,9 @@ import math
 import time
 from datetime import UTC, datetime, timedelta
 
-from analysis.errors import LineError
+import numpy as np
+
+from analysis.errors import LineError, Refuse, refuse_line
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Epoch seconds pass 1e11 only in the year 5138; epoch milliseconds passed it in 1973,
@@ -68,15 +70,33 @@ def _from_iso(text: str) -> tuple[int, bool]:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds, assumed
 
 
-def ms_to_us(value: object) -> int:
-    """A trace's millisecond timestamp (Mooncake format) as microseconds."""
+def as_ms(value: object) -> int | float:
+    """A trace's millisecond timestamp (Mooncake format): a number, or a LineError."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise LineError(f"timestamp {value!r} is not a number of milliseconds")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise LineError(f"timestamp {value!r} is not a finite number")
-    if abs(value) * 1000 > _MAX_US:  # before rounding: a huge float has no integer value
-        raise LineError(f"timestamp {value!r} is out of range (after the year 9999)")
-    return round(value * 1000)
+    return value
+
+
+def check_ms(ms: float | np.ndarray, refuse: Refuse = refuse_line) -> None:
+    """A trace's milliseconds (one, or a column of them) must be finite and before the
+    year 9999; checked before rounding: a huge float has no integer value."""
+    # spelled so that ints of any size (no float holds them all), floats and arrays take it
+    if isinstance(ms, np.ndarray):
+        magnitude = np.abs(ms)
+        with np.errstate(over="ignore"):  # a huge float times 1000 is inf: past the bound
+            scaled = magnitude * 1000
+    else:
+        magnitude = abs(ms)
+        scaled = magnitude * 1000
+    if refuse((ms != ms) | (magnitude == math.inf)):
+        raise LineError(f"timestamp {ms!r} is not a finite number")
+    if refuse(scaled > _MAX_US):
+        raise LineError(f"timestamp {ms!r} is out of range (after the year 9999)")
+
+
+def ms_to_us(ms: int | float) -> int:
+    """Milliseconds that passed check_ms, as microseconds."""
+    return round(ms * 1000)
 
 
 # Plausible request times (RELIABILITY.md). No request predates the epoch, and none comes
@@ -91,14 +111,24 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def check_plausible(t_us: int, original: object, now: int, relative: bool = False) -> int:
-    """t_us, or a LineError for a time no request can have: negative (before 1970, or
-    before a relative trace's start), or more than a day in the future. A trace's
-    relative milliseconds are never in the future (now is 1.7e12 ms); epoch ones may be."""
-    if t_us < 0:
+def check_plausible(
+    t_us: int | np.ndarray,
+    original: object,
+    now: int,
+    relative: bool = False,
+    refuse: Refuse = refuse_line,
+) -> None:
+    """Refuse a time no request can have: negative (before 1970, or before a relative
+    trace's start), or more than a day in the future. A trace's relative milliseconds are
+    never in the future (now is 1.7e12 ms); epoch ones may be. `t_us`: one time or a column
+    of them (see Refuse)."""
+    if refuse(t_us < 0):
         what = "before the trace's start" if relative else "before 1970"
         raise LineError(f"timestamp {original!r} is negative ({what})")
-    if t_us > now + FUTURE_SLACK_US:
-        when = (_EPOCH + timedelta(microseconds=t_us)).date().isoformat()
-        raise LineError(f"timestamp {original!r} is in the future ({when})")
-    return t_us
+    if refuse(t_us > now + FUTURE_SLACK_US):
+        raise LineError(f"timestamp {original!r} is in the future ({_date(t_us)})")
+
+
+def _date(t_us: int | np.ndarray) -> str:
+    """The day of a line's time (only a line's message names one)."""
+    return (_EPOCH + timedelta(microseconds=int(t_us))).date().isoformat()

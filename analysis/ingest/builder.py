@@ -9,14 +9,20 @@ from pathlib import Path
 import numpy as np
 
 from analysis.errors import ErrorLog, LineError
-from analysis.fasttrace import TraceColumns
 from analysis.hashing import KeyedHasher
 from analysis.ingest.chain import PrefixChain
 from analysis.ingest.notes import out_of_order_note
 from analysis.ingest.options import IngestOptions, block_sizes
 from analysis.ingest.order import reorder_occurrences, reorder_refs, reorder_requests, time_order
 from analysis.ingest.tables import BlockColumns, Occurrences, RequestTable, SegmentTable
-from analysis.readers import MAX_PROMPT_TOKENS, ChatRequest, Message, TraceRequest, detect_format
+from analysis.readers import (
+    MAX_PROMPT_TOKENS,
+    ChatRequest,
+    Message,
+    TraceColumns,
+    TraceRequest,
+    detect_format,
+)
 from analysis.spill import SpillColumns
 from analysis.stream import BlockStream, StreamHeader
 from analysis.tokens import SegmentTokenizer, load_encoding
@@ -96,7 +102,7 @@ class StreamBuilder:
 
     # --- adding ------------------------------------------------------------------------
     def add_trace_columns(self, cols: TraceColumns, file_index: int) -> None:
-        """A whole trace file read column-wise (analysis.fasttrace)."""
+        """A whole trace file read column-wise (analysis.readers.columns)."""
         self.request_table.add_columns(cols, file_index)
         self._blocks[self.block_tokens].add_columns(cols.nblocks, cols.keys, cols.last_tokens)
         self._spill_if_full()

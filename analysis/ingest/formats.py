@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
-from analysis.fasttrace import TraceColumns, read_trace
 from analysis.ingest.builder import StreamBuilder
 from analysis.ingest.options import DEFAULT_BLOCK_TOKENS, IngestOptions
 from analysis.readers import (
@@ -18,11 +17,13 @@ from analysis.readers import (
     LogFile,
     MooncakeReader,
     Reader,
+    TraceColumns,
     TraceFit,
     blocks_fit,
     decode_line,
     detect_format,
     precheck_line,
+    read_trace,
 )
 from analysis.spill import SpillColumns
 

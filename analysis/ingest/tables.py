@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.fasttrace import TraceColumns
-from analysis.readers import INSTRUCTION_ROLES, ChatRequest, Message, TraceRequest
+from analysis.readers import INSTRUCTION_ROLES, ChatRequest, Message, TraceColumns, TraceRequest
 from analysis.spill import SPILL_ROWS, SpillColumns
 from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, ROLE_OTHER
 

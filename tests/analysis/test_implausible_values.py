@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from analysis import IngestOptions, ingest
-from analysis.fasttrace import read_trace
+from analysis.readers import read_trace
 
 KEY = b"test-secret-0123456789"
 _ROOT = Path(__file__).resolve().parents[2]

@@ -14,9 +14,8 @@ import pytest
 
 from analysis import IngestOptions, UnusableInput, ingest
 from analysis.errors import TooManyBadLines
-from analysis.fasttrace import read_trace
 from analysis.ingest import Progress, ingest_in_parts
-from analysis.readers import InflateLimit, LogFile, ReadLimits
+from analysis.readers import InflateLimit, LogFile, ReadLimits, read_trace
 
 KEY = b"test-secret-0123456789"
 BOM = b"\xef\xbb\xbf"

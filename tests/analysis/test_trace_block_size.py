@@ -13,9 +13,8 @@ import pytest
 
 from analysis import IngestOptions, UnusableInput, ingest, ingest_streams
 from analysis.errors import TooManyBadLines
-from analysis.fasttrace import read_trace
 from analysis.ingest import ingest_in_parts
-from analysis.readers import TraceFit, blocks_fit, split_lines
+from analysis.readers import TraceFit, blocks_fit, read_trace, split_lines
 from bench.generate import mooncake_requests, write_jsonl
 
 KEY = b"test-secret-0123456789"

@@ -1,9 +1,10 @@
 """Pre-hashed traces, column-wise: pyarrow's multi-threaded JSON reader and bulk checks.
 
 A 500,000-request trace is ~7 s line by line in Python and ~1 s this way. Any doubt — a
-parse error, an unexpected type, a value the line reader would refuse — returns None, and
-the line-by-line reader reads the file instead, naming each bad line. So the fast path
-never changes a result; it only skips Python work on clean files.
+parse error, an unexpected type, a value the line reader would refuse (the same rules,
+analysis.readers.trace_rules) — returns None, and the line-by-line reader reads the file
+instead, naming each bad line. So the fast path never changes a result; it only skips
+Python work on clean files.
 """
 
 from __future__ import annotations
@@ -19,18 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from analysis.readers import (
-    _BOM,
-    GZIP_MAGIC,
-    MAX_PROMPT_TOKENS,
-    MAX_TOKENS,
-    InflateLimit,
-    ReadLimits,
-    blocks_fit,
-    max_blocks,
-    open_gzip,
-)
-from analysis.timestamps import _MAX_US, FUTURE_SLACK_US, now_us
+from analysis.readers.inflate import GZIP_MAGIC, InflateLimit, ReadLimits, open_gzip
+from analysis.readers.lines import BOM
+from analysis.readers.trace_rules import check_trace
+from analysis.timestamps import now_us
 
 _SCHEMA = pa.schema(
     [
@@ -61,14 +54,14 @@ class TraceColumns:
     model: list[str]
 
 
-_LINE_BOM = b"\n" + _BOM
+_LINE_BOM = b"\n" + BOM
 
 
 class _NoBom(io.RawIOBase):
     """A byte stream without the UTF-8 byte-order marks that start its lines (some tools
     write one per line; Arrow's reader takes one at the start of the file only)."""
 
-    def __init__(self, raw: IO[bytes]):
+    def __init__(self, raw: IO[bytes] | io.RawIOBase):
         self._raw = raw
         self._held = b""  # bytes not handed out yet: maybe the start of "\n" + a mark
         self._first = True
@@ -79,9 +72,10 @@ class _NoBom(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while True:
-            chunk = b"" if self._eof else self._raw.read(max(len(buffer), 1 << 16))
+            # (a raw stream's None, "no data yet", is never said by a file)
+            chunk = b"" if self._eof else self._raw.read(max(len(buffer), 1 << 16)) or b""
             self._eof = not chunk
             data = self._held + chunk
             if self._first:
@@ -89,7 +83,7 @@ class _NoBom(io.RawIOBase):
                     self._held = data
                     continue
                 self._first = False
-                data = data[3:] if data.startswith(_BOM) else data
+                data = data[3:] if data.startswith(BOM) else data
             data = data.replace(_LINE_BOM, b"\n")
             keep = 0 if self._eof else next(
                 (k for k in (3, 2, 1) if data.endswith(_LINE_BOM[:k])), 0)  # fmt: skip
@@ -154,13 +148,24 @@ def read_trace(
 def _joined(parts: list[TraceColumns]) -> TraceColumns:
     if len(parts) == 1:
         return parts[0]
-    arrays = {
-        name: np.concatenate([getattr(p, name) for p in parts])
-        for name in ("t_us", "input_length", "output_tokens", "nblocks", "keys", "last_tokens")
-    }
-    strings = {name: [v for p in parts for v in getattr(p, name)]
-               for name in ("tenant", "user", "model")}  # fmt: skip
-    return TraceColumns(**arrays, **strings)
+
+    def arrays(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    def strings(name: str) -> list[str]:
+        return [v for p in parts for v in getattr(p, name)]
+
+    return TraceColumns(
+        t_us=arrays("t_us"),
+        input_length=arrays("input_length"),
+        output_tokens=arrays("output_tokens"),
+        nblocks=arrays("nblocks"),
+        keys=arrays("keys"),
+        last_tokens=arrays("last_tokens"),
+        tenant=strings("tenant"),
+        user=strings("user"),
+        model=strings("model"),
+    )
 
 
 def _strings(table: pa.Table, name: str, nested: str | None = None) -> list[str]:
@@ -171,41 +176,76 @@ def _strings(table: pa.Table, name: str, nested: str | None = None) -> list[str]
     return ["" if v is None else v for v in values.to_pylist()]
 
 
+class _Refused(Exception):
+    """A batch with a row the line reader must decide."""
+
+
+def _refuse_batch(broken: bool | np.bool_ | np.ndarray) -> bool:
+    """A batch's Refuse: any broken row sends the file to the line reader, which words it."""
+    if np.any(broken):
+        raise _Refused
+    return False
+
+
+class _TraceBatch:
+    """A batch's columns as TraceFields: a missing value is refused; the Arrow schema fixed
+    the types. Keeps the arrays it fetched."""
+
+    def __init__(self, table: pa.Table):
+        self._table = table
+        self.ms = np.zeros(0)
+        self.inputs = np.zeros(0, dtype=np.int64)
+        self.hash_ids = pa.array([], pa.list_(pa.int64()))
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.output = np.zeros(0)  # NaN: not given
+
+    def _column(self, name: str) -> pa.ChunkedArray:
+        column = self._table.column(name)
+        if column.null_count:
+            raise _Refused
+        return column
+
+    def timestamp_ms(self) -> np.ndarray:
+        self.ms = self._column("timestamp").to_numpy()
+        return self.ms
+
+    def t_us(self) -> np.ndarray:
+        return np.rint(self.ms * 1000).astype(np.int64)
+
+    def input_length(self) -> np.ndarray:
+        self.inputs = self._column("input_length").to_numpy()
+        return self.inputs
+
+    def listed_blocks(self) -> np.ndarray:
+        self.hash_ids = self._column("hash_ids").combine_chunks()
+        self.counts = np.diff(self.hash_ids.offsets.to_numpy()).astype(np.int64)
+        return self.counts
+
+    def nblocks(self) -> np.ndarray:
+        return self.counts
+
+    def output_length(self) -> np.ndarray:
+        self.output = self._table.column("output_length").to_numpy(zero_copy_only=False)
+        return self.output
+
+
 def _checked(table: pa.Table, block_tokens: int) -> TraceColumns | None:
-    ts = table.column("timestamp")
-    length = table.column("input_length")
-    ids = table.column("hash_ids")
-    if ts.null_count or length.null_count or ids.null_count:
+    """The batch's columns, or None when a row breaks a rule (analysis.readers.trace_rules):
+    the line reader names each such line (and, for a contradiction, the size that fits)."""
+    batch = _TraceBatch(table)
+    try:
+        check_trace(batch, block_tokens, now_us(), _refuse_batch)
+    except _Refused:
         return None
-    ms = ts.to_numpy()
-    if not np.isfinite(ms).all() or (np.abs(ms) > _MAX_US / 1000).any():
-        return None
-    # implausible times and prompts: the line reader names each line (check_plausible)
-    if (ms < 0).any() or (ms * 1000 > now_us() + FUTURE_SLACK_US).any():
-        return None
-    inputs = length.to_numpy()
-    if (inputs > MAX_PROMPT_TOKENS).any():
-        return None
-    output = table.column("output_length").to_numpy(zero_copy_only=False)
-    output = np.where(np.isnan(output), -1, output).astype(np.int64)
-    if (inputs < 0).any() or (inputs > MAX_TOKENS).any():
-        return None
-    if (output < -1).any() or (output > MAX_TOKENS).any():
-        return None
-    flat = ids.combine_chunks()
+    flat = batch.hash_ids
     offsets = flat.offsets.to_numpy()
-    nblocks = np.diff(offsets).astype(np.int64)
-    if (nblocks > max_blocks(block_tokens)).any():
-        return None
-    # a contradiction goes to the line reader, which names each line and the size that fits
-    if not blocks_fit(inputs, nblocks, block_tokens).all():
-        return None
-    last = inputs - block_tokens * (nblocks - 1)
+    nblocks = batch.counts
+    last = batch.inputs - block_tokens * (nblocks - 1)
     keys = flat.values.to_numpy()[offsets[0] : offsets[-1]].astype(np.int64).view(np.uint64)
     return TraceColumns(
-        t_us=np.rint(ms * 1000).astype(np.int64),
-        input_length=inputs.astype(np.int64),
-        output_tokens=output,
+        t_us=batch.t_us(),
+        input_length=batch.inputs.astype(np.int64),
+        output_tokens=np.where(np.isnan(batch.output), -1, batch.output).astype(np.int64),
         nblocks=nblocks,
         keys=keys,
         last_tokens=last.astype(np.int64),

@@ -1,0 +1,63 @@
+"""Log readers: a log's lines (plain or gzip, whole or a byte range) to one request record
+per usable line, chat-completion JSONL or pre-hashed traces (line-wise and column-wise)."""
+
+from analysis.readers.chat import INSTRUCTION_ROLES, ChatReader
+from analysis.readers.columns import TraceColumns, read_trace
+from analysis.readers.decode import (
+    MAX_MESSAGES,
+    PRECHECK_BYTES,
+    decode_line,
+    detect_format,
+    precheck_line,
+)
+from analysis.readers.fields import MAX_TOKENS
+from analysis.readers.inflate import (
+    GZIP_MAGIC,
+    InflateGuard,
+    InflateLimit,
+    ReadLimits,
+    open_gzip,
+)
+from analysis.readers.lines import BlankLineLimit, ByteRange, LogFile, split_lines
+from analysis.readers.records import ChatRequest, Message, Reader, Request, TraceRequest
+from analysis.readers.trace_rules import MAX_PROMPT_TOKENS, blocks_fit, max_blocks
+from analysis.readers.traces import (
+    TRACE_BLOCK_SIZES,
+    TRACE_BLOCK_TOKENS,
+    MooncakeReader,
+    TraceFit,
+)
+
+__all__ = [
+    "GZIP_MAGIC",
+    "INSTRUCTION_ROLES",
+    "MAX_MESSAGES",
+    "MAX_PROMPT_TOKENS",
+    "MAX_TOKENS",
+    "PRECHECK_BYTES",
+    "TRACE_BLOCK_SIZES",
+    "TRACE_BLOCK_TOKENS",
+    "BlankLineLimit",
+    "ByteRange",
+    "ChatReader",
+    "ChatRequest",
+    "InflateGuard",
+    "InflateLimit",
+    "LogFile",
+    "Message",
+    "MooncakeReader",
+    "ReadLimits",
+    "Reader",
+    "Request",
+    "TraceColumns",
+    "TraceFit",
+    "TraceRequest",
+    "blocks_fit",
+    "decode_line",
+    "detect_format",
+    "max_blocks",
+    "open_gzip",
+    "precheck_line",
+    "read_trace",
+    "split_lines",
+]

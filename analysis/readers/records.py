@@ -1,0 +1,49 @@
+"""What a reader makes of one usable line: a chat request (messages) or a pre-hashed trace
+request (hash_ids), and the interface every reader has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    text: str
+    is_document: bool = False
+    label: str = ""
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    line: int
+    t_us: int
+    tenant: str
+    user: str
+    model: str
+    messages: list[Message]
+    output_tokens: int  # -1 when the log does not say
+
+
+@dataclass(slots=True)
+class TraceRequest:
+    line: int
+    t_us: int
+    tenant: str
+    user: str
+    model: str
+    input_length: int
+    output_tokens: int
+    hash_ids: np.ndarray  # uint64 keys
+
+
+Request = ChatRequest | TraceRequest
+
+
+class Reader(Protocol):
+    name: str
+
+    def parse(self, obj: dict, line: int) -> Request: ...
