@@ -29,11 +29,11 @@ from analysis.errors import TooManyBadLines
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, merge_parts
 from analysis.readers import GZIP_MAGIC, ByteRange, TraceFit, split_lines
 from analysis.stream import stream_meta
-from console import charts
 from console.engine import analysis_params, ingest_options
 from console.heartbeat import DB_LOST, abandoned, heartbeat, worker_name
 from console.leftovers import raw_folder
 from console.models import Analysis, JobStatus, Upload, stalled_q
+from console.uploads import charts
 
 log = logging.getLogger(__name__)
 _PROGRESS_MIN_INTERVAL = 0.5  # seconds between progress writes to a job row

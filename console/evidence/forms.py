@@ -6,7 +6,7 @@ from django import forms
 
 from console.evidence.models import Tier
 from console.evidence.services import EVERY_RATE
-from console.forms import MultipleFileField
+from console.uploads.forms import MultipleFileField
 
 
 class BenchUploadForm(forms.Form):

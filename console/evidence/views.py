@@ -8,7 +8,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 
 from analysis.evidence import Slo
-from console import charts, exports
 from console.evidence.forms import BenchUploadForm, SloForm
 from console.evidence.models import BenchRun
 from console.evidence.services import (
@@ -21,6 +20,7 @@ from console.evidence.services import (
     runs_table,
 )
 from console.roles import can_analyze, reader_required
+from console.uploads import charts, exports
 from console.uploads.limits import files_refused
 from console.web import download
 

@@ -12,7 +12,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from analysis.evidence import EvidenceError, parse_result
-from console import charts
 from console.evidence.services import bench_runs_create
 from console.models import BenchRun
 from console.policies.body import digest
@@ -22,6 +21,7 @@ from console.policies.services import (
     version_submit,
     version_update,
 )
+from console.uploads import charts
 from tests.analysis.test_evidence import aiperf_summary, vllm_result
 from tests.console import test_policies
 from tests.console.conftest import PASSWORD

@@ -20,7 +20,6 @@ from django.utils import timezone
 from analysis import analyze, ingest
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
 from console.engine import analysis_params, ingest_options
-from console.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.models import Analysis, Upload
 from console.services import (
     DEFAULT_PARAMS,
@@ -28,6 +27,7 @@ from console.services import (
     first_analysis_block_size,
     upload_retry,
 )
+from console.uploads.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from tests.console.conftest import PASSWORD, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

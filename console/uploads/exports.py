@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import orjson
 
-from console.format import GIB
+from console.format import gib
 
 CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio")
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
@@ -43,9 +43,10 @@ def _write(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
 
 
 def curve_csv(report: dict) -> str:
-    """The hit-ratio curve: one row per point of report["mrc"]."""
+    """The hit-ratio curve: one row per point of report["mrc"] (the key says miss-ratio
+    curve, after the algorithm; its points hold hit ratios)."""
     rows = (
-        (p["capacity_slots"], p["capacity_bytes"], p["capacity_bytes"] / GIB, p["hit_ratio"])
+        (p["capacity_slots"], p["capacity_bytes"], gib(p["capacity_bytes"]), p["hit_ratio"])
         for p in report.get("mrc") or []
     )
     return _write(CURVE_COLUMNS, rows)

@@ -1,9 +1,15 @@
-"""Plotly figures of an analysis report, as plain JSON-ready dicts.
+"""Plotly figures of an analysis report, as plain JSON-ready dicts: the hit-ratio curve,
+the working set over time, the reuse times, the comparison of several curves, and the whole
+set of a report's figures (the bar charts are in console.uploads.bar_charts).
 
-The only module of the console that imports plotly. Every number drawn is read from the
-report dict (analysis.report.Report.to_dict()); the only arithmetic here is unit conversion
-for display (bytes -> GiB, ratios -> %, seconds -> minutes/hours), plus the share of hits
-of the segment panel, which is each class's reused tokens over all reused tokens.
+With bar_charts, the only modules of the uploads wing that import plotly. Every number drawn
+is read from the report dict (analysis.report.Report.to_dict()); the only arithmetic here
+is unit conversion for display (console.format: bytes -> GiB, ratios -> %, windows in
+words), plus the share of hits of the segment panel, which is each class's reused tokens
+over all reused tokens.
+
+The curve is stored under the report's key "mrc" (the name of the algorithm's usual output,
+a miss-ratio curve), but its points hold hit ratios: every figure here draws hit ratios.
 
 Each figure is {"data": [...], "layout": {...}}, ready for Django's json_script and
 Plotly.newPlot(el, fig.data, fig.layout) (static/js/charts.js). Traces that tests and
@@ -15,54 +21,24 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from analysis.compare import window_name
 from analysis.evidence import SideBySide
-from console.format import GIB
-from console.plotting import (
-    CLASS_COLOURS,
-    CLASS_LABELS,
-    INK,
-    KINDS,
-    MARGIN,
-    MUTED,
-    PALETTE,
-    SIDE_LEGEND,
-    STAT_COLOURS,
-    color,
-    style,
-    to_dict,
-)
+from console.format import gib, gib_number, percent, window_name
+from console.plotting import INK, MARGIN, MUTED, PALETTE, color, style, to_dict
+from console.uploads.bar_charts import budgets_figure, routes_figure, segments_figure
 
-# --- formatting ---------------------------------------------------------------------------
-
-
-# 300 -> "5 min", 3600 -> "1 h": the one formatter, shared with the pages and comparisons
-window_label = window_name
-
-
-def _gib(nbytes: float) -> float:
-    return nbytes / GIB
-
-
-def _gib_text(nbytes: float) -> str:
-    value = nbytes / GIB
-    return f"{value:.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
-
-
-def _pct(ratio: float) -> float:
-    return ratio * 100
-
-
-# --- figures ------------------------------------------------------------------------------
+# The version of the figures these modules draw (this one, bar_charts and console.plotting).
+# Stored figures carry it (console.uploads.figures): raise it whenever a change here would
+# draw any figure differently, and every stored analysis is redrawn once, when its page is
+# next opened. Figures stored before they carried a version count as version 1.
+CHARTS_VERSION = 2
 
 
 def _curve_xy(report: dict) -> tuple[list[float], list[float]]:
     points = report.get("mrc") or []
     return (
-        [_gib(p["capacity_bytes"]) for p in points],
-        [_pct(p["hit_ratio"]) for p in points],
+        [gib(p["capacity_bytes"]) for p in points],
+        [percent(p["hit_ratio"]) for p in points],
     )
 
 
@@ -77,14 +53,16 @@ def _recommended_text(report: dict) -> str:
     if model and replica > model:
         copies = f", ×{replica / model:.3g} on {rec['tp']} TP ranks"
     return (
-        f"recommended {_gib_text(rec['capacity_bytes'])} GiB "
-        f"(+{_pct(rec['headroom']):g}% headroom{copies} → {_gib_text(rec['ram_bytes'])} GiB)"
+        f"recommended {gib_number(rec['capacity_bytes'])} GiB "
+        f"(+{percent(rec['headroom']):g}% headroom{copies} → {gib_number(rec['ram_bytes'])} GiB)"
     )
 
 
 def mrc_figure(report: dict) -> dict:
-    """Token hit ratio (%) vs cache capacity (GiB, log axis), the ceiling, the recommended
-    point."""
+    """The hit-ratio curve: token hit ratio (%) vs cache capacity (GiB, log axis), with the
+    ceiling the recommendation aims under (the hit ratio of an unbounded cache within the
+    block lifetime, if any), the infinite-cache hit ratio when a lifetime makes it differ,
+    and the recommended point."""
     rec = report["recommendation"]
     xs, ys = _curve_xy(report)
     fig = go.Figure()
@@ -104,8 +82,8 @@ def mrc_figure(report: dict) -> dict:
         rate = report.get("mrc_sampling_rate")
         fig.add_trace(
             go.Scatter(
-                x=[p["capacity_bytes"] / GIB for p in unresolved],
-                y=[_pct(p["hit_ratio"]) for p in unresolved],
+                x=[gib(p["capacity_bytes"]) for p in unresolved],
+                y=[percent(p["hit_ratio"]) for p in unresolved],
                 mode="markers",
                 name=f"unresolved (sampled at {rate:g})",
                 uid="unresolved",
@@ -116,11 +94,11 @@ def mrc_figure(report: dict) -> dict:
     positive = [x for x in xs if x > 0]
     span = [positive[0], positive[-1]] if positive else [1 / 1024, 1]
     lifetime = rec.get("lifetime_s")
-    ceiling_name = "ceiling" if lifetime is None else f"ceiling (lifetime {window_label(lifetime)})"
+    ceiling_name = "ceiling" if lifetime is None else f"ceiling (lifetime {window_name(lifetime)})"
     fig.add_trace(
         go.Scatter(
             x=span,
-            y=[_pct(rec["ceiling"])] * 2,
+            y=[percent(rec["ceiling"])] * 2,
             mode="lines",
             name=ceiling_name,
             uid="ceiling",
@@ -133,7 +111,7 @@ def mrc_figure(report: dict) -> dict:
         fig.add_trace(
             go.Scatter(
                 x=span,
-                y=[_pct(infinite)] * 2,
+                y=[percent(infinite)] * 2,
                 mode="lines",
                 name="infinite cache",
                 uid="infinite",
@@ -143,8 +121,8 @@ def mrc_figure(report: dict) -> dict:
         )
     fig.add_trace(
         go.Scatter(
-            x=[_gib(rec["capacity_bytes"])],
-            y=[_pct(rec["hit_ratio"])],
+            x=[gib(rec["capacity_bytes"])],
+            y=[percent(rec["hit_ratio"])],
             mode="markers+text",
             name="recommended",
             uid="recommended",
@@ -156,9 +134,11 @@ def mrc_figure(report: dict) -> dict:
             hovertemplate="recommended: %{x:.2f} GiB<br>%{y:.1f}% hit<extra></extra>",
         )
     )
-    title = "Hit ratio vs host RAM (exact LRU)"
+    # the curve's one name on every page and download: the hit-ratio curve (its x axis is
+    # the cache's capacity; host RAM adds headroom and copies to it)
+    title = "Hit-ratio curve (exact LRU)"
     if not report.get("mrc_exact", True):
-        title = f"Hit ratio vs host RAM (sampled at {_pct(report['mrc_sampling_rate']):g}%)"
+        title = f"Hit-ratio curve (sampled at {percent(report['mrc_sampling_rate']):g}%)"
     style(
         fig,
         title,
@@ -177,12 +157,12 @@ def working_set_figure(report: dict) -> dict:
     for i, window in enumerate(report.get("windows") or []):
         series = window.get("series") or {}
         t = [s / per for s in series.get("t_s", [])]
-        name = window_label(window["window_s"])
+        name = window_name(window["window_s"])
         colour = color(i)
         fig.add_trace(
             go.Scatter(
                 x=t,
-                y=[_gib(b) for b in series.get("useful_ws_bytes", [])],
+                y=[gib(b) for b in series.get("useful_ws_bytes", [])],
                 mode="lines",
                 name=f"useful ≤ {name}",
                 uid=f"useful-{window['window_s']:g}",
@@ -196,7 +176,7 @@ def working_set_figure(report: dict) -> dict:
         fig.add_trace(
             go.Scatter(
                 x=t,
-                y=[_gib(b) for b in series.get("ttl_occupancy_bytes", [])],
+                y=[gib(b) for b in series.get("ttl_occupancy_bytes", [])],
                 mode="lines",
                 name=f"TTL {name}",
                 uid=f"ttl-{window['window_s']:g}",
@@ -266,7 +246,7 @@ def reuse_figure(report: dict) -> dict:
                 "yanchor": "top",
                 "xshift": 3,
                 "showarrow": False,
-                "text": window_label(window_s),
+                "text": window_name(window_s),
                 "font": {"color": MUTED, "size": 11},
             }
         )
@@ -299,209 +279,6 @@ def reuse_figure(report: dict) -> dict:
     return to_dict(fig)
 
 
-def segments_figure(report: dict) -> dict | None:
-    """Hot / occasional / one-off material by kind (in the largest window, the last one when
-    windows are in increasing order) and each one's share of the reused tokens; None when
-    the report has no segment view (pre-hashed traces: segments None or absent)."""
-    windows = report.get("windows") or []
-    if not windows:
-        return None
-    # the largest window, like the engine's segment tables; the last of equals
-    window = max(reversed(windows), key=lambda w: w["window_s"])
-    if not window.get("segments"):
-        return None
-    segments = window["segments"]
-    kinds = [k for k in KINDS if k in segments] + [k for k in segments if k not in KINDS]
-    classes = list(CLASS_COLOURS)
-    reused_total = sum(
-        cell.get("reused_tokens", 0) for by_class in segments.values() for cell in by_class.values()
-    )
-    name = window_label(window["window_s"])
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("tokens sent (all occurrences)", f"share of reused tokens (≤ {name})"),
-        horizontal_spacing=0.12,
-    )
-    for klass in classes:
-        label = CLASS_LABELS.get(klass, klass)
-        colour = CLASS_COLOURS.get(klass, MUTED)
-        cells = [segments[k].get(klass, {}) for k in kinds]
-        fig.add_trace(
-            go.Bar(
-                x=kinds,
-                y=[c.get("total_tokens", 0) for c in cells],
-                customdata=[[c.get("count", 0), c.get("unique_tokens", 0)] for c in cells],
-                name=label,
-                uid=f"tokens-{klass}",
-                legendgroup=klass,
-                marker={"color": colour},
-                hovertemplate=(
-                    f"%{{x}}, {label}<br>%{{y:,}} tokens sent<br>%{{customdata[0]:,}} segments,"
-                    " %{customdata[1]:,} unique tokens<extra></extra>"
-                ),
-            ),
-            row=1,
-            col=1,
-        )
-        shares = [
-            (_pct(c.get("reused_tokens", 0) / reused_total) if reused_total else 0.0) for c in cells
-        ]
-        fig.add_trace(
-            go.Bar(
-                x=kinds,
-                y=shares,
-                customdata=[c.get("reused_tokens", 0) for c in cells],
-                name=label,
-                uid=f"share-{klass}",
-                legendgroup=klass,
-                showlegend=False,
-                marker={"color": colour},
-                hovertemplate=(
-                    f"%{{x}}, {label}<br>%{{y:.1f}}% of reused tokens"
-                    "<br>%{customdata:,} tokens<extra></extra>"
-                ),
-            ),
-            row=1,
-            col=2,
-        )
-    # subplot titles sit above the panels: the legend goes to the side
-    style(
-        fig,
-        f"What material is hot (window {name})",
-        barmode="stack",
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 110},
-    )
-    fig.update_yaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(title_text="share of reused tokens (%)", row=1, col=2)
-    return to_dict(fig)
-
-
-def budgets_figure(report: dict) -> dict | None:
-    """The GPU (weights + active KV) and host RAM (reusable blocks + reserves) budgets as two
-    stacked bars, each against its capacity; None without budgets."""
-    budgets = report.get("budgets")
-    if not budgets:
-        return None
-    host = (report.get("recommendation") or {}).get("host")
-    gpu_x, host_x = "GPU (per replica)", "Host RAM"
-    fig = go.Figure()
-
-    def bar(x: str, nbytes: int, name: str, uid: str, colour: str) -> None:
-        fig.add_trace(
-            go.Bar(
-                x=[x],
-                y=[_gib(nbytes)],
-                name=name,
-                uid=uid,
-                marker={"color": colour},
-                hovertemplate=f"{name}: %{{y:.2f}} GiB<extra>%{{x}}</extra>",
-            )
-        )
-
-    bar(gpu_x, budgets["weights_bytes"], "model weights", "weights", PALETTE[4])
-    active = f"active KV ({budgets['concurrent_sequences']} × {budgets['context_tokens']:,} tokens)"
-    bar(gpu_x, budgets["active_kv_bytes"], active, "active_kv", PALETTE[2])
-    bar(host_x, budgets["host_reusable_bytes"], "reusable KV blocks", "host_reusable", PALETTE[0])
-    reserve_colours = ("#b8c0cc", "#a3adbb", "#8d99ae", "#78849a", "#647087", "#505c73")
-    if host is not None:
-        for i, (name, nbytes) in enumerate((host.get("reserves_bytes") or {}).items()):
-            label = f"reserve: {name.replace('_', ' ')}"
-            colour = reserve_colours[i % len(reserve_colours)]
-            bar(host_x, nbytes, label, f"reserve-{name}", colour)
-    gpus = budgets.get("gpus", 1)
-    gpu_label = f"GPU memory ({gpus} GPU{'s' if gpus != 1 else ''})"
-    capacities = [(0, gpu_x, budgets["gpu_total_bytes"], gpu_label)]
-    if host is not None:
-        capacities.append((1, host_x, host["host_ram_bytes"], "host RAM"))
-    shapes = []
-    for index, _x, nbytes, label in capacities:
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "y",
-                "x0": index - 0.45,
-                "x1": index + 0.45,
-                "y0": _gib(nbytes),
-                "y1": _gib(nbytes),
-                "line": {"color": INK, "width": 2.5, "dash": "dash"},
-                "label": {
-                    "text": f"{label}: {_gib_text(nbytes)} GiB",
-                    "textposition": "middle",
-                    "yanchor": "bottom",
-                    "font": {"size": 11, "color": INK},
-                },
-            }
-        )
-    # the dashed lines do not hover: a near-invisible marker on each one does
-    fig.add_trace(
-        go.Scatter(
-            x=[x for _, x, _, _ in capacities],
-            y=[_gib(nbytes) for _, _, nbytes, _ in capacities],
-            text=[label for _, _, _, label in capacities],
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 1, "color": INK},
-            name="capacity",
-            uid="capacity",
-            showlegend=False,
-            hovertemplate="%{text}: %{y:.2f} GiB<extra></extra>",
-        )
-    )
-    style(
-        fig,
-        "Memory budgets: GPU per replica and host RAM",
-        barmode="stack",
-        bargap=0.35,
-        xaxis={"title": {"text": ""}, "categoryorder": "array", "categoryarray": [gpu_x, host_x]},
-        yaxis={"title": {"text": "GiB"}, "rangemode": "tozero"},
-        shapes=shapes,
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 200},
-    )
-    return to_dict(fig)
-
-
-def routes_figure(report: dict) -> dict:
-    """p50 / p90 / p99 / max of prompt and output tokens per model route."""
-    routes = report.get("routes") or []
-    labels = [r.get("route") or "(no route)" for r in routes]
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("prompt tokens", "output tokens"), horizontal_spacing=0.1
-    )
-    for col, field in ((1, "prompt_tokens"), (2, "output_tokens")):
-        stats = [r.get(field) or {"count": 0} for r in routes]
-        for stat, colour in STAT_COLOURS.items():
-            fig.add_trace(
-                go.Bar(
-                    x=labels,
-                    y=[s.get(stat) if s.get("count") else None for s in stats],
-                    customdata=[s.get("count", 0) for s in stats],
-                    name=stat,
-                    uid=f"{field}-{stat}",
-                    legendgroup=stat,
-                    showlegend=col == 1,
-                    marker={"color": colour},
-                    hovertemplate=(
-                        f"%{{x}} {stat}: %{{y:,.0f}} tokens<br>%{{customdata:,}} requests"
-                        "<extra></extra>"
-                    ),
-                ),
-                row=1,
-                col=col,
-            )
-    style(
-        fig,
-        "Request lengths per model route",
-        barmode="group",
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 80},
-    )
-    fig.update_yaxes(title_text="tokens", row=1, col=1)
-    return to_dict(fig)
-
-
 def report_figures(report: dict) -> dict[str, dict]:
     """All figures of one report, by name: "mrc", "working_set", "reuse", "routes" always;
     "segments" for chat logs only; "budgets" only when the report has budgets."""
@@ -521,7 +298,7 @@ def report_figures(report: dict) -> dict[str, dict]:
 
 
 def compare_figure(items: list[tuple[str, dict]]) -> dict:
-    """Hit-ratio curves of several reports overlaid, each with its recommended point."""
+    """The hit-ratio curves of several reports overlaid, each with its recommended point."""
     fig = go.Figure()
     for i, (label, report) in enumerate(items):
         colour = color(i)
@@ -544,8 +321,8 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
         rec = report["recommendation"]
         fig.add_trace(
             go.Scatter(
-                x=[_gib(rec["capacity_bytes"])],
-                y=[_pct(rec["hit_ratio"])],
+                x=[gib(rec["capacity_bytes"])],
+                y=[percent(rec["hit_ratio"])],
                 mode="markers",
                 name=f"{label}: recommended",
                 uid=f"recommended-{i}",
@@ -559,7 +336,7 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
         )
     style(
         fig,
-        "Hit ratio vs host RAM, compared",
+        "Hit-ratio curves, compared",
         xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
         yaxis={"title": {"text": "token hit ratio (%)"}, "rangemode": "tozero"},
         legend={
@@ -576,14 +353,11 @@ def compare_figure(items: list[tuple[str, dict]]) -> dict:
 
 
 __all__ = [
-    "budgets_figure",
+    "CHARTS_VERSION",
     "compare_figure",
     "mrc_figure",
     "report_figures",
     "reuse_figure",
-    "routes_figure",
-    "segments_figure",
-    "window_label",
     "working_set_figure",
 ]
 
