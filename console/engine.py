@@ -140,3 +140,18 @@ def _host_budget(host_ram_gib: float, reserves_gib: dict[str, float | None]) -> 
         name: _gib(reserves_gib.get(f"reserve_{name}_gib") or 0.0) for name in HOST_RESERVES
     }
     return HostBudget(host_ram_bytes=_gib(host_ram_gib), reserves_bytes=reserves)
+
+
+def stored_defaults() -> dict:
+    """The stored parameter values (the analysis form's names) of an analysis the user
+    chose nothing for: AnalysisParams' defaults, written out in the console's words."""
+    return {
+        "windows": list(DEFAULTS.windows_s),
+        "model": DEFAULT_PROFILE,
+        "scope": DEFAULTS.scope,
+        "target": DEFAULTS.target,
+        "headroom": DEFAULTS.headroom,
+        "tp": DEFAULTS.tp,
+        "min_reuses": DEFAULTS.min_reuses,
+        "doc_min_tokens": DEFAULTS.doc_min_tokens,
+    }

@@ -1,5 +1,66 @@
-"""Units and number formats the console shows: one definition for pages, charts and CSVs."""
+"""Units and number formats the console shows: one definition for pages, charts and CSVs.
+
+The page filters (console/templatetags/kvscope.py) add what a template needs on top of
+these (a dash for a missing value, "out of range" for one no float holds); the charts and
+the CSVs call them directly."""
 
 from __future__ import annotations
 
+# The console's name for a window or a lifetime in words (300 -> "5 min", 3600 -> "1 h").
+# Defined in the engine, which labels the comparison's rows with it; pages, charts and
+# comparisons all name windows through this one import, so they agree.
+from analysis.compare import window_name
+
 GIB = 1 << 30
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def gib(nbytes: float) -> float:
+    """Bytes in GiB (the unit of every chart axis and of the curve's capacity_gib column)."""
+    return nbytes / GIB
+
+
+def gib_text(nbytes: float, digits: int = 2) -> str:
+    """1.5 GiB as "1.50 GiB", with thousands separators (the pages' sizes)."""
+    return f"{nbytes / GIB:,.{digits}f} GiB"
+
+
+def gib_number(nbytes: float) -> str:
+    """GiB without the unit, for chart labels: two decimals from 1 GiB, three significant
+    digits below it (a 0.004 GiB point would otherwise read 0.00)."""
+    value = nbytes / GIB
+    return f"{value:.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
+
+
+def bytes_text(nbytes: float, digits: int = 2) -> str:
+    """A size in the largest binary unit under 1,024 of it: 512 B, 9.77 KiB, 1.50 GiB."""
+    if abs(nbytes) < 1024:
+        return f"{nbytes:,.0f} B"
+    for unit in BYTE_UNITS[1:-1]:
+        nbytes /= 1024
+        if abs(nbytes) < 1024:
+            return f"{nbytes:,.{digits}f} {unit}"
+    return f"{nbytes / 1024:,.{digits}f} {BYTE_UNITS[-1]}"
+
+
+def percent(ratio: float) -> float:
+    """A ratio (0.25) as a percentage (25.0), the unit of every chart's hit-ratio axis."""
+    return ratio * 100
+
+
+def percent_text(ratio: float, digits: int = 1) -> str:
+    """0.25 as "25.0 %" (the pages' ratios)."""
+    return f"{ratio * 100:.{digits}f} %"
+
+
+__all__ = [
+    "BYTE_UNITS",
+    "GIB",
+    "bytes_text",
+    "gib",
+    "gib_number",
+    "gib_text",
+    "percent",
+    "percent_text",
+    "window_name",
+]

@@ -95,6 +95,17 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# What pages would otherwise recompute per view (a replay trace's summary, a comparison's
+# figure), keyed by the rows' ids and versions so an entry never goes stale: per process
+# and in memory, as a miss only costs the one computation it saved.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "TIMEOUT": 3600,
+        "OPTIONS": {"MAX_ENTRIES": 500},
+    }
+}
+
 # Uploaded logs and block-stream artifacts. Web and workers must share this folder.
 MEDIA_ROOT = DATA_DIR / "media"
 ARTIFACT_ROOT = DATA_DIR / "artifacts"

@@ -2,31 +2,36 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import views
+from console import health
 from console.benchmarks import views as benchmark_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
+from console.uploads import views as upload_views
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
-    path("uploads/new/", views.upload_new, name="upload_new"),
-    path("uploads/sample/", views.upload_sample, name="upload_sample"),
-    path("uploads/<int:pk>/", views.upload_detail, name="upload_detail"),
-    path("uploads/<int:pk>/status.json", views.upload_status, name="upload_status"),
-    path("uploads/<int:pk>/retry/", views.upload_retry_view, name="upload_retry"),
-    path("uploads/<int:pk>/replay/", views.upload_replay, name="upload_replay"),
+    path("", upload_views.home, name="home"),
+    path("healthz", health.healthz, name="healthz"),
+    path("uploads/new/", upload_views.upload_new, name="upload_new"),
+    path("uploads/sample/", upload_views.upload_sample, name="upload_sample"),
+    path("uploads/<int:pk>/", upload_views.upload_detail, name="upload_detail"),
+    path("uploads/<int:pk>/status.json", upload_views.upload_status, name="upload_status"),
+    path("uploads/<int:pk>/retry/", upload_views.upload_retry_view, name="upload_retry"),
+    path("uploads/<int:pk>/replay/", upload_views.upload_replay, name="upload_replay"),
     path(
-        "uploads/<int:pk>/replay.jsonl", views.upload_replay_download, name="upload_replay_download"
+        "uploads/<int:pk>/replay.jsonl",
+        upload_views.upload_replay_download,
+        name="upload_replay_download",
     ),
-    path("uploads/<int:pk>/analyses/new/", views.analysis_new, name="analysis_new"),
-    path("analyses/<int:pk>/", views.analysis_detail, name="analysis_detail"),
-    path("analyses/<int:pk>/status.json", views.analysis_status, name="analysis_status"),
-    path("analyses/<int:pk>/retry/", views.analysis_retry_view, name="analysis_retry"),
+    path("uploads/<int:pk>/analyses/new/", upload_views.analysis_new, name="analysis_new"),
+    path("analyses/<int:pk>/", upload_views.analysis_detail, name="analysis_detail"),
+    path("analyses/<int:pk>/status.json", upload_views.analysis_status, name="analysis_status"),
+    path("analyses/<int:pk>/retry/", upload_views.analysis_retry_view, name="analysis_retry"),
     path(
-        "analyses/<int:pk>/download/<str:what>", views.analysis_download, name="analysis_download"
+        "analyses/<int:pk>/download/<str:what>",
+        upload_views.analysis_download,
+        name="analysis_download",
     ),
-    path("compare/", views.compare, name="compare"),
+    path("compare/", upload_views.compare, name="compare"),
     path("evidence/", benchmark_views.benchmark_list, name="evidence_list"),
     path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),
     path("evidence/compare/", benchmark_views.benchmark_compare, name="evidence_compare"),

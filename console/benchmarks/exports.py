@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from console.csvfiles import csv_text
+from console.downloads import csv_text
 
 RUN_LATENCIES = tuple(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
                       for stat in ("mean", "median", "p99"))  # fmt: skip

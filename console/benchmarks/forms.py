@@ -6,7 +6,7 @@ from django import forms
 
 from console.benchmarks.models import Tier
 from console.benchmarks.services import EVERY_RATE
-from console.forms import MultipleFileField
+from console.uploads.forms import MultipleFileField
 
 
 class BenchUploadForm(forms.Form):

@@ -22,7 +22,7 @@ from console.benchmarks.services import (
     request_rates,
     runs_table,
 )
-from console.exports import json_file
+from console.downloads import json_file
 from console.roles import can_analyze, reader_required
 from console.uploads.limits import files_refused
 from console.web import download, forbidden

@@ -1,4 +1,5 @@
-"""Display filters: human units (GiB, %, thousands separators). Formatting only.
+"""Display filters: human units (GiB, %, thousands separators), in the formats of
+console.format. Formatting only.
 
 A stored report may hold values no page should meet (1e308 GiB entered before the form had
 bounds, an integer past any float, inf read back from SQLite): every numeric filter shows
@@ -11,8 +12,7 @@ import math
 from django import template
 from django.templatetags.static import static
 
-from analysis.compare import window_name
-from console.format import GIB
+from console.format import bytes_text, gib_text, percent_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 
 register = template.Library()
@@ -35,7 +35,7 @@ def gib(value, digits: int = 2) -> str:
     number = _finite(value)
     if number is None:
         return OUT_OF_RANGE
-    return f"{number / GIB:,.{digits}f} GiB"
+    return gib_text(number, digits)
 
 
 @register.filter
@@ -53,11 +53,7 @@ def bytes_h(value) -> str:
     n = _finite(value)
     if n is None:
         return OUT_OF_RANGE
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
-    return str(value)
+    return bytes_text(n)
 
 
 @register.filter
@@ -67,7 +63,7 @@ def pct(value, digits: int = 1) -> str:
     number = _finite(value)
     if number is None:
         return OUT_OF_RANGE
-    return f"{number * 100:.{digits}f} %"
+    return percent_text(number, digits)
 
 
 @register.filter

@@ -10,23 +10,15 @@ from django.utils import timezone
 
 from analysis import BlockStream, Progress, analyze
 from analysis.ingest import DEFAULT_BLOCK_TOKENS
-from console import charts
-from console.engine import analysis_params
+from console.engine import analysis_params, stored_defaults
 from console.heartbeat import heartbeat
 from console.jobs import claim, dispatch, fail, progress_writer, requeue
 from console.models import Analysis, JobStatus, Upload
+from console.uploads.figures import draw
 
 log = logging.getLogger(__name__)
-DEFAULT_PARAMS = {
-    "windows": [300.0, 3600.0, 86400.0],
-    "model": "llama-3.1-8b",
-    "scope": "global",
-    "target": 0.9,
-    "headroom": 0.1,
-    "tp": 1,
-    "min_reuses": 2,
-    "doc_min_tokens": 512,
-}
+# the stored parameters of the automatic first analysis: the engine's defaults
+DEFAULT_PARAMS = stored_defaults()
 # The block size the automatic first analysis runs on (and the analysis form's default)
 # when several were ingested: the chat default, LMCache's 256-token chunk, if it is among
 # them; else the format's own if it is (a trace's 512); else the smallest.
@@ -47,24 +39,6 @@ def default_block_size(upload: Upload) -> int:
     if sizes:
         return first_analysis_block_size(sizes, upload.source_format)
     return DEFAULT_BLOCK_TOKENS.get(upload.source_format, FIRST_ANALYSIS_BLOCK_TOKENS)
-
-
-def _figure_pairs(report: dict) -> list:
-    """[name, figure] pairs in drawing order (PostgreSQL's jsonb does not keep key order)."""
-    return [[name, figure] for name, figure in charts.report_figures(report).items()]
-
-
-def analysis_figures(analysis: Analysis) -> dict:
-    """The stored figures of a finished analysis, in drawing order (drawn and stored now
-    for rows written before figures were stored)."""
-    if not analysis.report:
-        return {}
-    if analysis.figures is None:
-        analysis.figures = _figure_pairs(analysis.report)
-        Analysis.objects.filter(pk=analysis.pk, figures__isnull=True).update(
-            figures=analysis.figures
-        )
-    return dict((name, figure) for name, figure in analysis.figures)
 
 
 def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
@@ -107,7 +81,7 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
         raise
     Analysis.objects.filter(pk=analysis_id, status=JobStatus.RUNNING, started_at=run).update(
         report=(report_dict := report.to_dict()),
-        figures=_figure_pairs(report_dict),
+        figures=draw(report_dict),
         status=JobStatus.DONE,
         stage="done",
         finished_at=timezone.now(),

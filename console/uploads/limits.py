@@ -15,14 +15,6 @@ MAX_NAME_CHARS = 255
 MAX_EXTENSION_CHARS = 16
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def safe_file_name(name: str) -> str:
     """`name`, cut to MAX_NAME_CHARS with its extension cut to MAX_EXTENSION_CHARS (the
     end of the stem goes first, so a log's extension survives)."""

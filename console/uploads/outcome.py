@@ -17,7 +17,8 @@ from console.engine import analysis_params, ingest_options
 from console.heartbeat import DB_LOST, worker_name
 from console.jobs import fail, failure_message
 from console.models import Analysis, JobStatus, Upload
-from console.uploads.analyses import DEFAULT_PARAMS, _figure_pairs, first_analysis_block_size
+from console.uploads.analyses import DEFAULT_PARAMS, first_analysis_block_size
+from console.uploads.figures import draw
 from console.uploads.storage import upload_delete_raw
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             block_tokens=first.block_tokens,
             params=params,
             report=(report_dict := report.to_dict()),
-            figures=_figure_pairs(report_dict),
+            figures=draw(report_dict),
             status=JobStatus.DONE,
             stage="done",
             started_at=now,

@@ -1,6 +1,6 @@
 /* Draw the report's figures with plotly.js (no other dependency).
  *
- * Markup, one per figure (console/charts.py builds the dicts):
+ * Markup, one per figure (console/uploads/charts.py builds the dicts):
  *   {{ figures.mrc|json_script:"fig-mrc" }}
  *   <div class="chart" data-figure="fig-mrc"></div>
  * after <script src="{% static 'vendor/plotly/plotly.min.js' %}"></script>.

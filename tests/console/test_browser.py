@@ -21,11 +21,11 @@ from playwright.sync_api import Page, expect
 
 from analysis import IngestOptions, analyze, ingest
 from bench.generate import chat_requests, write_jsonl
-from console import charts
 from console.engine import analysis_params
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
 from console.templatetags.kvscope import bytes_h
+from console.uploads import charts
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import BrowserSession
 from tests.console.conftest import PASSWORD, _user

@@ -12,8 +12,8 @@ import pytest
 from django.db import OperationalError
 from playwright.sync_api import expect
 
-from console.forms import BLOCK_SIZES_HELP
 from console.models import Upload
+from console.uploads.forms import BLOCK_SIZES_HELP
 from tests.console import browser_fixtures, test_upload_block_sizes
 from tests.console.browser_fixtures import sign_in
 from tests.console.test_upload_block_sizes import FIT_512

@@ -15,7 +15,8 @@ import pytest
 from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest
 from analysis.budgets import ServingShape
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
-from console import charts, exports, staticfinders
+from console import staticfinders
+from console.format import window_name
 from console.staticfinders import (
     STATIC_PATH,
     PlotlyFinder,
@@ -23,6 +24,7 @@ from console.staticfinders import (
     js_version,
     package_data_dir,
 )
+from console.uploads import bar_charts, charts, exports
 
 GIB = 2**30
 HASH_KEY = b"test-secret-0123456789"
@@ -170,7 +172,7 @@ def test_working_set_series_in_gib(report):
     ],
 )
 def test_window_label(seconds, label):
-    assert charts.window_label(seconds) == label
+    assert window_name(seconds) == label
 
 
 def test_reuse_histogram_steps_and_window_lines(report):
@@ -245,7 +247,7 @@ def test_routes_without_lengths():
             }
         ]
     }
-    fig = charts.routes_figure(report)
+    fig = bar_charts.routes_figure(report)
     assert trace(fig, "prompt_tokens-p50")["x"] == ["(no route)"]
     assert trace(fig, "prompt_tokens-p50")["y"] == [None]
 
@@ -431,7 +433,7 @@ def test_finder_through_django(settings):
 def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
     from analysis import AnalysisParams, IngestOptions, analyze, ingest
     from bench.generate import mooncake_requests, write_jsonl
-    from console.charts import mrc_figure
+    from console.uploads.charts import mrc_figure
 
     path = tmp_path / "trace.jsonl"
     write_jsonl(mooncake_requests(3000, seed=5, documents=100), path)

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from console.exports import json_file
+from console.downloads import json_file
 from console.models import Analysis, Upload
 from console.templatetags.kvscope import bytes_h, duration, gib, gib_abs, num, pct, whole
 from tests.console.conftest import PASSWORD, wait_for

@@ -20,13 +20,13 @@ from django.utils import timezone
 from analysis import analyze, ingest
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
 from console.engine import analysis_params, ingest_options
-from console.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.models import Analysis, Upload
 from console.uploads.analyses import (
     DEFAULT_PARAMS,
     FIRST_ANALYSIS_BLOCK_TOKENS,
     first_analysis_block_size,
 )
+from console.uploads.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.uploads.services import upload_retry
 from tests.console.conftest import PASSWORD, wait_for
 

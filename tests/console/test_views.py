@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from analysis import BlockStream, analyze
 from analysis import ingest as ingest_engine
-from console import charts
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
+from console.uploads import charts
 from tests.console.conftest import PASSWORD, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

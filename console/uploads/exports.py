@@ -8,13 +8,8 @@ prefixed with a single quote.
 
 from __future__ import annotations
 
-import json
-import math
-
-import orjson
-
-from console.csvfiles import csv_text as _write
-from console.format import GIB
+from console.downloads import csv_text
+from console.format import gib
 
 CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio")
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
@@ -23,12 +18,13 @@ SEGMENT_TRAILING = ("first_seen_s", "last_seen_s", "label", "preview")
 
 
 def curve_csv(report: dict) -> str:
-    """The hit-ratio curve: one row per point of report["mrc"]."""
+    """The hit-ratio curve: one row per point of report["mrc"] (the key says miss-ratio
+    curve, after the algorithm; its points hold hit ratios)."""
     rows = (
-        (p["capacity_slots"], p["capacity_bytes"], p["capacity_bytes"] / GIB, p["hit_ratio"])
+        (p["capacity_slots"], p["capacity_bytes"], gib(p["capacity_bytes"]), p["hit_ratio"])
         for p in report.get("mrc") or []
     )
-    return _write(CURVE_COLUMNS, rows)
+    return csv_text(CURVE_COLUMNS, rows)
 
 
 def series_csv(report: dict) -> str:
@@ -47,7 +43,7 @@ def series_csv(report: dict) -> str:
                 )
             )
 
-    return _write(SERIES_COLUMNS, rows())
+    return csv_text(SERIES_COLUMNS, rows())
 
 
 def _window_columns(report: dict) -> list[str]:
@@ -75,29 +71,7 @@ def segments_csv(report: dict) -> str:
     """The most reused segments (report["top_segments"]); an empty table keeps its header."""
     rows = report.get("top_segments") or []
     header = segment_columns(report, rows)
-    return _write(header, ([row.get(k) for k in header] for row in rows))
+    return csv_text(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "json_file", "segment_columns", "segments_csv", "series_csv"]
-
-
-def _no_infinities(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no infinity; orjson writes null for it too
-    if isinstance(value, dict):
-        return {k: _no_infinities(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_no_infinities(v) for v in value]
-    return value
-
-
-def json_file(data: object) -> bytes:
-    """A stored report (or any stored JSON) as an indented JSON file. orjson is fast but
-    stops at integers past 64 bits, which a report stored before the form had bounds may
-    hold (10^30 reuses): those files are written by the standard library instead, every
-    integer exact and non-finite floats as null, as orjson writes them."""
-    try:
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2)
-    except orjson.JSONEncodeError:
-        text = json.dumps(_no_infinities(data), indent=2, ensure_ascii=False, allow_nan=False)
-        return text.encode()
+__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv"]

@@ -1,25 +1,29 @@
-"""Pages. Thin: check the role, validate a form, call a service, render stored results.
-Nothing is recomputed per page view: reports are read from the Analysis rows."""
+"""The uploads wing's pages. Thin: check the role, validate a form, call a service, render
+what a selector reads. Nothing is recomputed per page view: reports and figures are read
+from the Analysis rows, what else a page shows is cached (console.uploads.selectors)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from analysis import BlockStream
 from analysis.compare import headline_rows
 from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
-from analysis.replay import summary as replay_summary
-from analysis.stream import stream_meta
-from console import charts, exports
-from console.forms import (
+from console.downloads import json_file
+from console.format import bytes_text
+from console.models import Analysis, JobStatus, Upload
+from console.roles import analyst_required, can_analyze, can_author, reader_required
+from console.uploads import exports, selectors
+from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
+from console.uploads.figures import page_figures
+from console.uploads.forms import (
     AnalysisForm,
     OffloadForm,
     ReplayForm,
@@ -28,48 +32,21 @@ from console.forms import (
     analysis_initial,
     block_sizes_initial,
 )
-from console.models import Analysis, JobStatus, Upload
-from console.roles import analyst_required, can_analyze, can_author, reader_required
-from console.uploads.analyses import (
-    analysis_create,
-    analysis_figures,
-    analysis_retry,
-    default_block_size,
-)
-from console.uploads.limits import files_refused, human_bytes
+from console.uploads.limits import files_refused
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.web import attachment, download, is_id
 
 
-@require_GET
-def healthz(request: HttpRequest) -> HttpResponse:
-    """200 only if this process can reach the database: a web container that cannot serve a
-    single page must not be reported healthy (nor kept in a load balancer)."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError as exc:
-        connection.close()  # the next check reconnects
-        return HttpResponse(
-            f"database unreachable: {type(exc).__name__}: {exc}".strip()[:500],
-            status=503,
-            content_type="text/plain",
-        )
-    return HttpResponse("ok", content_type="text/plain")
-
-
 @reader_required
 def home(request: HttpRequest) -> HttpResponse:
-    uploads = Upload.objects.select_related("created_by")[:100]
-    return render(
-        request, "console/home.html", {"uploads": uploads, "can_analyze": can_analyze(request.user)}
-    )
+    context = {"uploads": selectors.home_uploads(), "can_analyze": can_analyze(request.user)}
+    return render(request, "uploads/home.html", context)
 
 
 @analyst_required
 def upload_new(request: HttpRequest) -> HttpResponse:
-    limit = human_bytes(settings.KVSCOPE_UPLOAD_MAX_BYTES)
+    limit = bytes_text(settings.KVSCOPE_UPLOAD_MAX_BYTES, digits=1)
     if request.method == "POST":
         form = UploadForm(request.POST, request.FILES)
         if getattr(request, "upload_too_large", False):
@@ -98,7 +75,7 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                 return redirect("upload_detail", pk=upload.pk)
     else:
         form = UploadForm()
-    return render(request, "console/upload_new.html", {
+    return render(request, "uploads/upload_new.html", {
         "form": form, "limit": limit, "max_files": settings.KVSCOPE_UPLOAD_MAX_FILES})  # fmt: skip
 
 
@@ -152,7 +129,7 @@ def _upload_page(
 ) -> HttpResponse:
     """The upload's page; for a failed ingest with its raw files, Retry with the block
     sizes offered again (prefilled with those chosen), or `retry_form` with its errors."""
-    analyses = list(upload.analyses.select_related("created_by"))
+    analyses = selectors.upload_analyses(upload)
     if retry_form is None and upload.status == JobStatus.FAILED and upload.raw_paths:
         retry_form = RetryForm(initial={"block_sizes": block_sizes_initial(upload.block_sizes)})
     form = None
@@ -166,7 +143,7 @@ def _upload_page(
         form = AnalysisForm(initial=initial, block_sizes=upload.available_block_sizes)
     return render(
         request,
-        "console/upload_detail.html",
+        "uploads/upload_detail.html",
         {
             "upload": upload,
             "analyses": analyses,
@@ -232,7 +209,7 @@ def analysis_new(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("analysis_detail", pk=analysis.pk)
     return render(
         request,
-        "console/upload_detail.html",
+        "uploads/upload_detail.html",
         {
             "upload": upload,
             "analyses": upload.analyses.all(),
@@ -258,7 +235,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             initial=analysis_initial(analysis.params, analysis.block_tokens),
             block_sizes=analysis.upload.available_block_sizes,
         )
-    siblings = analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=pk)
+    siblings = selectors.sibling_analyses(analysis)
     offload_form = OffloadForm(request.GET if "prefill_tokens_per_s" in request.GET else None)
     offload = None
     if report:
@@ -268,12 +245,12 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             offload_form.add_error(None, str(exc))
     return render(
         request,
-        "console/analysis_detail.html",
+        "uploads/analysis_detail.html",
         {
             "analysis": analysis,
             "upload": analysis.upload,
             "report": report,
-            "figures": analysis_figures(analysis),
+            "figures": page_figures(analysis),
             "form": form,
             "siblings": siblings,
             "can_author": can_author(request.user),
@@ -288,7 +265,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     analysis = get_object_or_404(Analysis, pk=pk, status=JobStatus.DONE)
     stem = f"kvscope-analysis-{analysis.pk}"
     if what == "report.json":
-        return download(exports.json_file(analysis.report), f"{stem}.json", "application/json")
+        return download(json_file(analysis.report), f"{stem}.json", "application/json")
     builders = {
         "curve.csv": exports.curve_csv,
         "series.csv": exports.series_csv,
@@ -301,37 +278,28 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
 
 @reader_required
 def compare(request: HttpRequest) -> HttpResponse:
-    ids = [int(x) for x in request.GET.getlist("a") if is_id(x)][:4]
-    analyses = list(
-        Analysis.objects.select_related("upload").filter(pk__in=ids, status=JobStatus.DONE)
-    )
-    analyses.sort(key=lambda a: ids.index(a.pk))
+    analyses = selectors.compared_analyses([int(x) for x in request.GET.getlist("a") if is_id(x)])
     if len(analyses) < 2:
         messages.error(request, "Pick two finished analyses to compare.")
         back = request.META.get("HTTP_REFERER", "")
         safe = url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
         return redirect(back if safe else reverse("home"))
-    figure = charts.compare_figure([(f"#{a.pk} {a.summary}", a.report) for a in analyses])
+    figure = selectors.comparison_figure(analyses)
     rows = headline_rows([a.report for a in analyses])
     return render(
-        request, "console/compare.html", {"analyses": analyses, "figure": figure, "rows": rows}
+        request, "uploads/compare.html", {"analyses": analyses, "figure": figure, "rows": rows}
     )
 
 
-def _replay_request(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm, BlockStream | None]:
-    """The upload, its export form (the defaults when nothing was asked) and, when the
-    form is valid, the stored stream of the block size chosen (loaded once)."""
+def _replay_form(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm]:
+    """The upload and its export form (bound to the defaults when nothing was asked)."""
     upload = get_object_or_404(Upload, pk=pk)
     if not upload.streams:
         raise Http404("This upload has no stored block stream.")
     sizes = upload.available_block_sizes
-    tenants = stream_meta(upload.streams[str(sizes[0])])["tenants"]
     data = request.GET if "block_tokens" in request.GET else {
         "block_tokens": sizes[0], "time_scale": 1.0}  # fmt: skip
-    form = ReplayForm(data, block_sizes=sizes, tenants=tenants)
-    if not form.is_valid():
-        return upload, form, None
-    return upload, form, BlockStream.load(upload.streams[str(form.cleaned_data["block_tokens"])])
+    return upload, ReplayForm(data, block_sizes=sizes, tenants=selectors.replay_tenants(upload))
 
 
 def _replay_options(request: HttpRequest, form: ReplayForm) -> ReplayOptions:
@@ -346,14 +314,17 @@ def _replay_options(request: HttpRequest, form: ReplayForm) -> ReplayOptions:
 @reader_required
 def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
     """The replay-trace export: choose what to include, see how to replay it."""
-    upload, form, stream = _replay_request(request, pk)
-    info = replay_summary(stream, _replay_options(request, form)) if stream else None
-    done = upload.analyses.filter(status=JobStatus.DONE).first()
-    model = done.report["model"]["name"] if done and done.report else "MODEL"
+    upload, form = _replay_form(request, pk)
+    info = None
+    if form.is_valid():
+        block_tokens = form.cleaned_data["block_tokens"]
+        options = _replay_options(request, form)
+        info = selectors.replay_trace_summary(upload, block_tokens, options)
     # read back as this upload was read: a trace read with partial blocks cached keeps them
     cached = upload.source_format == "mooncake" and upload.trace_partial_cached
-    return render(request, "console/upload_replay.html", {
-        "upload": upload, "form": form, "info": info, "model": model,
+    return render(request, "uploads/upload_replay.html", {
+        "upload": upload, "form": form, "info": info,
+        "model": selectors.replay_model_name(upload),
         "readback_tails": "cached" if cached else "uncached",
         "query": request.GET.urlencode(),
     })  # fmt: skip
@@ -362,10 +333,11 @@ def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
 @reader_required
 def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
     """The replay trace itself, streamed (JSON lines, Mooncake format)."""
-    upload, form, stream = _replay_request(request, pk)
-    if stream is None:
+    upload, form = _replay_form(request, pk)
+    if not form.is_valid():
         return HttpResponse(f"Invalid export: {form.errors.as_text()}", status=400,
                             content_type="text/plain")  # fmt: skip
+    stream = BlockStream.load(upload.streams[str(form.cleaned_data["block_tokens"])])
     lines = replay_lines(stream, _replay_options(request, form))
     response = StreamingHttpResponse(lines, content_type="application/jsonl")
     name = f"kvscope-replay-upload{upload.pk}-b{stream.block_tokens}.jsonl"

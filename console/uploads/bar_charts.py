@@ -1,0 +1,228 @@
+"""Bar charts of an analysis report, as plain JSON-ready dicts: what material is hot, the
+memory budgets, and request lengths per model route (console.uploads.charts draws the
+curves and lists a report's figures; its docstring says what every figure follows).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from console.format import gib, gib_number, percent, window_name
+from console.plotting import (
+    CLASS_COLOURS,
+    CLASS_LABELS,
+    INK,
+    KINDS,
+    MARGIN,
+    MUTED,
+    PALETTE,
+    SIDE_LEGEND,
+    STAT_COLOURS,
+    style,
+    to_dict,
+)
+
+
+def segments_figure(report: dict) -> dict | None:
+    """Hot / occasional / one-off material by kind (in the largest window, the last one when
+    windows are in increasing order) and each one's share of the reused tokens; None when
+    the report has no segment view (pre-hashed traces: segments None or absent)."""
+    windows = report.get("windows") or []
+    if not windows:
+        return None
+    # the largest window, like the engine's segment tables; the last of equals
+    window = max(reversed(windows), key=lambda w: w["window_s"])
+    if not window.get("segments"):
+        return None
+    segments = window["segments"]
+    kinds = [k for k in KINDS if k in segments] + [k for k in segments if k not in KINDS]
+    classes = list(CLASS_COLOURS)
+    reused_total = sum(
+        cell.get("reused_tokens", 0) for by_class in segments.values() for cell in by_class.values()
+    )
+    name = window_name(window["window_s"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("tokens sent (all occurrences)", f"share of reused tokens (≤ {name})"),
+        horizontal_spacing=0.12,
+    )
+    for klass in classes:
+        label = CLASS_LABELS.get(klass, klass)
+        colour = CLASS_COLOURS.get(klass, MUTED)
+        cells = [segments[k].get(klass, {}) for k in kinds]
+        fig.add_trace(
+            go.Bar(
+                x=kinds,
+                y=[c.get("total_tokens", 0) for c in cells],
+                customdata=[[c.get("count", 0), c.get("unique_tokens", 0)] for c in cells],
+                name=label,
+                uid=f"tokens-{klass}",
+                legendgroup=klass,
+                marker={"color": colour},
+                hovertemplate=(
+                    f"%{{x}}, {label}<br>%{{y:,}} tokens sent<br>%{{customdata[0]:,}} segments,"
+                    " %{customdata[1]:,} unique tokens<extra></extra>"
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+        shares = [
+            (percent(c.get("reused_tokens", 0) / reused_total) if reused_total else 0.0)
+            for c in cells
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=kinds,
+                y=shares,
+                customdata=[c.get("reused_tokens", 0) for c in cells],
+                name=label,
+                uid=f"share-{klass}",
+                legendgroup=klass,
+                showlegend=False,
+                marker={"color": colour},
+                hovertemplate=(
+                    f"%{{x}}, {label}<br>%{{y:.1f}}% of reused tokens"
+                    "<br>%{customdata:,} tokens<extra></extra>"
+                ),
+            ),
+            row=1,
+            col=2,
+        )
+    # subplot titles sit above the panels: the legend goes to the side
+    style(
+        fig,
+        f"What material is hot (window {name})",
+        barmode="stack",
+        legend=SIDE_LEGEND,
+        margin={**MARGIN, "r": 110},
+    )
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    fig.update_yaxes(title_text="share of reused tokens (%)", row=1, col=2)
+    return to_dict(fig)
+
+
+def budgets_figure(report: dict) -> dict | None:
+    """The GPU (weights + active KV) and host RAM (reusable blocks + reserves) budgets as two
+    stacked bars, each against its capacity; None without budgets."""
+    budgets = report.get("budgets")
+    if not budgets:
+        return None
+    host = (report.get("recommendation") or {}).get("host")
+    gpu_x, host_x = "GPU (per replica)", "Host RAM"
+    fig = go.Figure()
+
+    def bar(x: str, nbytes: int, name: str, uid: str, colour: str) -> None:
+        fig.add_trace(
+            go.Bar(
+                x=[x],
+                y=[gib(nbytes)],
+                name=name,
+                uid=uid,
+                marker={"color": colour},
+                hovertemplate=f"{name}: %{{y:.2f}} GiB<extra>%{{x}}</extra>",
+            )
+        )
+
+    bar(gpu_x, budgets["weights_bytes"], "model weights", "weights", PALETTE[4])
+    active = f"active KV ({budgets['concurrent_sequences']} × {budgets['context_tokens']:,} tokens)"
+    bar(gpu_x, budgets["active_kv_bytes"], active, "active_kv", PALETTE[2])
+    bar(host_x, budgets["host_reusable_bytes"], "reusable KV blocks", "host_reusable", PALETTE[0])
+    reserve_colours = ("#b8c0cc", "#a3adbb", "#8d99ae", "#78849a", "#647087", "#505c73")
+    if host is not None:
+        for i, (name, nbytes) in enumerate((host.get("reserves_bytes") or {}).items()):
+            label = f"reserve: {name.replace('_', ' ')}"
+            colour = reserve_colours[i % len(reserve_colours)]
+            bar(host_x, nbytes, label, f"reserve-{name}", colour)
+    gpus = budgets.get("gpus", 1)
+    gpu_label = f"GPU memory ({gpus} GPU{'s' if gpus != 1 else ''})"
+    capacities = [(0, gpu_x, budgets["gpu_total_bytes"], gpu_label)]
+    if host is not None:
+        capacities.append((1, host_x, host["host_ram_bytes"], "host RAM"))
+    shapes = []
+    for index, _x, nbytes, label in capacities:
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "y",
+                "x0": index - 0.45,
+                "x1": index + 0.45,
+                "y0": gib(nbytes),
+                "y1": gib(nbytes),
+                "line": {"color": INK, "width": 2.5, "dash": "dash"},
+                "label": {
+                    "text": f"{label}: {gib_number(nbytes)} GiB",
+                    "textposition": "middle",
+                    "yanchor": "bottom",
+                    "font": {"size": 11, "color": INK},
+                },
+            }
+        )
+    # the dashed lines do not hover: a near-invisible marker on each one does
+    fig.add_trace(
+        go.Scatter(
+            x=[x for _, x, _, _ in capacities],
+            y=[gib(nbytes) for _, _, nbytes, _ in capacities],
+            text=[label for _, _, _, label in capacities],
+            mode="markers",
+            marker={"symbol": "line-ew-open", "size": 1, "color": INK},
+            name="capacity",
+            uid="capacity",
+            showlegend=False,
+            hovertemplate="%{text}: %{y:.2f} GiB<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        "Memory budgets: GPU per replica and host RAM",
+        barmode="stack",
+        bargap=0.35,
+        xaxis={"title": {"text": ""}, "categoryorder": "array", "categoryarray": [gpu_x, host_x]},
+        yaxis={"title": {"text": "GiB"}, "rangemode": "tozero"},
+        shapes=shapes,
+        legend=SIDE_LEGEND,
+        margin={**MARGIN, "r": 200},
+    )
+    return to_dict(fig)
+
+
+def routes_figure(report: dict) -> dict:
+    """p50 / p90 / p99 / max of prompt and output tokens per model route."""
+    routes = report.get("routes") or []
+    labels = [r.get("route") or "(no route)" for r in routes]
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("prompt tokens", "output tokens"), horizontal_spacing=0.1
+    )
+    for col, field in ((1, "prompt_tokens"), (2, "output_tokens")):
+        stats = [r.get(field) or {"count": 0} for r in routes]
+        for stat, colour in STAT_COLOURS.items():
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=[s.get(stat) if s.get("count") else None for s in stats],
+                    customdata=[s.get("count", 0) for s in stats],
+                    name=stat,
+                    uid=f"{field}-{stat}",
+                    legendgroup=stat,
+                    showlegend=col == 1,
+                    marker={"color": colour},
+                    hovertemplate=(
+                        f"%{{x}} {stat}: %{{y:,.0f}} tokens<br>%{{customdata:,}} requests"
+                        "<extra></extra>"
+                    ),
+                ),
+                row=1,
+                col=col,
+            )
+    style(
+        fig,
+        "Request lengths per model route",
+        barmode="group",
+        legend=SIDE_LEGEND,
+        margin={**MARGIN, "r": 80},
+    )
+    fig.update_yaxes(title_text="tokens", row=1, col=1)
+    return to_dict(fig)

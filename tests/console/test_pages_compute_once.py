@@ -1,0 +1,139 @@
+"""Pages do no engine work per view: stored figures are redrawn once when the charts have
+changed, the replay page loads its block stream once per choice, the comparison draws its
+figure once per set of analyses."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+
+from analysis import BlockStream, analyze
+from console.engine import analysis_params
+from console.models import Analysis, Upload
+from console.uploads import figures, selectors
+from console.uploads.charts import CHARTS_VERSION
+from tests.console.conftest import PASSWORD, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    cache.clear()  # a cached summary of another test's upload must not answer for this one
+
+
+@pytest.fixture
+def done_upload(client, analyst, chat_log) -> Upload:
+    assert client.login(username=analyst.username, password=PASSWORD)
+    with open(chat_log, "rb") as fh:
+        form = {"name": "monday", "files": [fh], "format": "auto", "block_sizes": ["256", "64"]}
+        client.post(reverse("upload_new"), {**form, "retention": "delete"})
+    upload = Upload.objects.get()
+
+    def finished():
+        """the upload's ingest to finish"""
+        upload.refresh_from_db()
+        return upload if upload.finished else None
+
+    return wait_for(finished)
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    """Count the calls of module.name (still calling it)."""
+    calls: list = []
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _page_figure(page: str, script_id: str) -> dict:
+    found = re.search(rf'<script id="{script_id}" type="application/json">(.*?)</script>', page)
+    assert found, script_id
+    return json.loads(found.group(1))
+
+
+@pytest.mark.parametrize("stored", ["older", "none"])
+def test_older_or_missing_figures_are_redrawn_once_when_the_page_opens(
+    client, done_upload, monkeypatch, stored
+):
+    analysis = Analysis.objects.get(upload=done_upload)
+    older = [[name, {**figure, figures.VERSION_KEY: CHARTS_VERSION - 1}]
+             for name, figure in figures.draw(analysis.report)]  # fmt: skip
+    Analysis.objects.filter(pk=analysis.pk).update(figures=older if stored == "older" else None)
+    drawn = _counting(monkeypatch, figures, "report_figures")
+    url = reverse("analysis_detail", args=[analysis.pk])
+
+    first = client.get(url).content.decode()
+    assert len(drawn) == 1
+    saved = Analysis.objects.get(pk=analysis.pk).figures
+    assert figures.is_current(saved)
+    assert [name for name, _ in saved] == [name for name, _ in older]
+    second = client.get(url).content.decode()
+    assert len(drawn) == 1  # the second view reads what the first one saved
+
+    for page in (first, second):
+        for name, figure in saved:
+            shown = _page_figure(page, f"fig-{name}")
+            assert figures.VERSION_KEY not in shown  # the page sends the figure alone
+            assert shown == {k: v for k, v in figure.items() if k != figures.VERSION_KEY}
+
+
+def test_current_figures_are_read_not_drawn(client, done_upload, monkeypatch):
+    analysis = Analysis.objects.get(upload=done_upload)
+    Analysis.objects.filter(pk=analysis.pk).update(figures=figures.draw(analysis.report))
+    drawn = _counting(monkeypatch, figures, "report_figures")
+    assert client.get(reverse("analysis_detail", args=[analysis.pk])).status_code == 200
+    assert drawn == []
+
+
+def test_the_replay_page_loads_its_stream_once_per_choice(client, done_upload, monkeypatch):
+    loads = _counting(monkeypatch, selectors.BlockStream, "load")
+    url = reverse("upload_replay", args=[done_upload.pk])
+    first = client.get(url).content.decode()
+    assert len(loads) == 1 and "120</strong> requests" in first
+    # the stream gone: the page still answers from what it computed
+    for folder in done_upload.streams.values():
+        for path in Path(folder).iterdir():
+            path.rename(path.with_suffix(path.suffix + ".moved"))
+    again = client.get(url).content.decode()
+    assert len(loads) == 1 and "120</strong> requests" in again
+    for folder in done_upload.streams.values():
+        for path in Path(folder).iterdir():
+            path.rename(path.with_suffix(""))
+    # another choice is another summary (computed once too)
+    later = {"block_tokens": "64", "start_s": "1", "time_scale": "1"}
+    client.get(url, later)
+    client.get(url, later)
+    assert len(loads) == 2
+
+
+def test_the_comparison_draws_its_figure_once(client, done_upload, monkeypatch):
+    first = Analysis.objects.get(upload=done_upload)
+    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
+    params = dict(first.params, tp=2, headroom=0.5)
+    second = Analysis.objects.create(
+        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
+        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
+    expected = selectors.compare_figure(
+        [(f"#{a.pk} {a.summary}", a.report) for a in (first, second)]
+    )
+    drawn = _counting(monkeypatch, selectors, "compare_figure")
+    pages = [client.get(reverse("compare"), {"a": [first.pk, second.pk]}) for _ in range(2)]
+    assert len(drawn) == 1
+    for page in pages:
+        assert _page_figure(page.content.decode(), "fig-compare") == json.loads(
+            json.dumps(expected)
+        )
+    # the other order is another figure (its first curve is the other analysis)
+    client.get(reverse("compare"), {"a": [second.pk, first.pk]})
+    assert len(drawn) == 2
