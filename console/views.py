@@ -29,7 +29,7 @@ from console.forms import (
     block_sizes_initial,
 )
 from console.models import Analysis, JobStatus, Upload
-from console.roles import analyst_required, can_analyze, can_author, reader_required
+from console.roles import analyst_required, can_analyze, reader_required
 from console.services import (
     RetryRefused,
     StorageError,
@@ -278,7 +278,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "figures": analysis_figures(analysis),
             "form": form,
             "siblings": siblings,
-            "can_author": can_author(request.user),
+            "can_author": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
         },

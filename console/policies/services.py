@@ -29,7 +29,7 @@ from console.policies.models import (
     SignOff,
     VersionState,
 )
-from console.roles import can_approve, can_author
+from console.roles import can_analyze, can_approve
 from console.signin import record_failure, throttled
 
 # states whose body was signed: fixed, and read only through signed_body()
@@ -153,7 +153,7 @@ def _edited_by(version: PolicyVersion, user) -> bool:
 
 
 def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
-    _require(can_author(user), "Only analysts draft policies.")
+    _require(can_analyze(user), "Only analysts draft policies.")
     if Policy.objects.filter(name=name).exists():
         raise PolicyError(f"A policy named “{name}” exists already.", field="name")
     try:
@@ -191,7 +191,7 @@ def version_update(
 ) -> PolicyVersion:
     """Edit a draft (or a version sent back for changes). The evidence (the analysis and
     the benchmark runs cited, with their numbers) is part of the body, so of its digest."""
-    _require(can_author(user), "Only analysts edit policies.")
+    _require(can_analyze(user), "Only analysts edit policies.")
     _require_open(version)
     body = normalize(copy.deepcopy(body))
     body["evidence"] = _evidence(analysis)
@@ -277,7 +277,7 @@ def _transition(
 
 
 def version_submit(*, version: PolicyVersion, user) -> None:
-    _require(can_author(user), "Only analysts submit policies.")
+    _require(can_analyze(user), "Only analysts submit policies.")
     _require_open(version)
     findings = findings_for(version)
     if any(f.level == "error" for f in findings):
@@ -351,7 +351,7 @@ def version_approve(
 
 def version_new(*, policy: Policy, user) -> PolicyVersion:
     """A new draft from the latest version (an approved one stays as it is)."""
-    _require(can_author(user), "Only analysts draft policies.")
+    _require(can_analyze(user), "Only analysts draft policies.")
     _require(policy.retired_at is None, "This policy is retired.")
     try:
         return _new_version(policy, user)
@@ -384,7 +384,7 @@ def _new_version(policy: Policy, user) -> PolicyVersion:
 def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
     """Delete a draft that was never submitted (and its policy, if nothing else is left).
     Returns the policy when it still exists. The deletion is an audit event."""
-    _require(can_author(user), "Only analysts delete drafts.")
+    _require(can_analyze(user), "Only analysts delete drafts.")
     # its creator only: an edit (which any analyst may make) gives no right to delete
     _require(version.author_id == user.pk, "Only the analyst who created a draft may delete it.")
     with transaction.atomic():

@@ -34,7 +34,7 @@ from console.policies.services import (
     version_update,
     worked_on,
 )
-from console.roles import can_approve, can_author, reader_required
+from console.roles import can_analyze, can_approve, reader_required
 from console.signin import client_address
 from console.web import download, forbidden, is_id
 
@@ -45,13 +45,13 @@ def policy_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "policies/list.html",
-        {"policies": policies, "can_author": can_author(request.user)},
+        {"policies": policies, "can_analyze": can_analyze(request.user)},
     )
 
 
 @reader_required
 def policy_new(request: HttpRequest) -> HttpResponse:
-    if not can_author(request.user):
+    if not can_analyze(request.user):
         return forbidden(request, "Only analysts draft policies.")
     analysis = None
     analysis_id = request.GET.get("analysis") or request.POST.get("analysis")
@@ -112,15 +112,15 @@ def _render_version(
         if version.editable or version.state == VersionState.IN_REVIEW
         else [],
         "reviews": version.reviews.select_related("actor"),
-        "can_edit": can_author(user) and version.editable,
-        "can_submit": can_author(user) and version.editable,
-        "can_delete": can_author(user)
+        "can_edit": can_analyze(user) and version.editable,
+        "can_submit": can_analyze(user) and version.editable,
+        "can_delete": can_analyze(user)
         and version.author_id == user.pk
         and version.state == VersionState.DRAFT
         and not version.reviews.exists(),
         "can_review": can_approve(user) and version.state == VersionState.IN_REVIEW,
         "is_author": worked_on(version, user),
-        "can_new_version": can_author(user)
+        "can_new_version": can_analyze(user)
         and version.policy.retired_at is None
         and version.state in (VersionState.APPROVED, VersionState.SUPERSEDED),
         "can_retire": can_approve(user)
@@ -148,7 +148,7 @@ def _render_version(
 @reader_required
 def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
     version = _version(pk)
-    if not can_author(request.user):
+    if not can_analyze(request.user):
         return forbidden(request, "Only analysts edit policies.")
     if not version.editable:
         messages.error(request, "Only a draft can be edited; approved versions are immutable.")
