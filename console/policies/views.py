@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from console.models import Analysis, JobStatus
 from console.policies import exports
-from console.policies.audit import verify
+from console.policies.audit import verify_cached
 from console.policies.body import END_OF_LIFE_EVENTS, LOAD_FAILURE, RAM_FULL, WORKER_EXIT
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
@@ -384,4 +384,4 @@ def export_text(version: PolicyVersion, name: str, route: str | None = None) -> 
 @reader_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     events = AuditEvent.objects.order_by("-pk")[:500]
-    return render(request, "policies/audit.html", {"events": events, "chain": verify()})
+    return render(request, "policies/audit.html", {"events": events, "chain": verify_cached()})

@@ -1047,6 +1047,37 @@ def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver)
     assert AuditEvent.objects.count() == left
 
 
+def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
+    client, analysis, analyst, monkeypatch
+):
+    for name in ("p1", "p2", "p3"):
+        policy_create(name=name, user=analyst, analysis=analysis)
+    hashed = []
+    event_hash = audit._event_hash
+
+    def counted(*args):
+        hashed.append(args)
+        return event_hash(*args)
+
+    monkeypatch.setattr(audit, "_event_hash", counted)
+    client.force_login(analyst)
+
+    def page() -> str:
+        hashed.clear()
+        return client.get(reverse("audit_log")).content.decode()
+
+    assert "Hash chain intact: 3 events verified." in page() and len(hashed) == 3
+    assert "Hash chain intact: 3 events verified." in page() and hashed == []  # nothing new
+    policy_create(name="p4", user=analyst, analysis=analysis)
+    assert "Hash chain intact: 4 events verified." in page() and len(hashed) == 1  # the new one
+    oldest = AuditEvent.objects.order_by("pk").first()
+    _raw_tamper(oldest.pk)  # the head does not move: the rows themselves show the change
+    trail = page()
+    assert f"<strong>The chain is broken at event {oldest.pk}:</strong> its content does " \
+        "not match its hash" in trail  # fmt: skip
+    assert page().count("The chain is broken at event") == 1  # still, on every view
+
+
 # --- per-route sizes (metrics.md section 8), LMCache files, TP and dtype checks -----------
 META = {"name": "p", "version": 1, "digest": "d" * 64, "approved_at": "2026-12-01T00:00:00",
         "approved_by": "appr", "lifetime_s": 1800, "scope": "tenant"}  # fmt: skip
