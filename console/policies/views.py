@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.audit import verify_cached
-from console.policies.body import END_OF_LIFE_EVENTS, LOAD_FAILURE, RAM_FULL, WORKER_EXIT
+from console.policies.body import LABELS
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
 from console.policies.services import (
@@ -135,12 +135,7 @@ def _render_version(
         else [],
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
-        "labels": {
-            "eol": END_OF_LIFE_EVENTS,
-            "ram_full": RAM_FULL,
-            "worker_exit": WORKER_EXIT,
-            "load_failure": LOAD_FAILURE,
-        },
+        "labels": LABELS,
     }
     return render(request, "policies/version.html", context)
 
@@ -308,12 +303,7 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
         "policy": version.policy,
         "signoff": version.signoff,
         "reviews": version.reviews.select_related("actor"),
-        "labels": {
-            "eol": END_OF_LIFE_EVENTS,
-            "ram_full": RAM_FULL,
-            "worker_exit": WORKER_EXIT,
-            "load_failure": LOAD_FAILURE,
-        },
+        "labels": LABELS,
     }
     try:
         signed_body(version)

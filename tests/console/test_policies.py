@@ -303,6 +303,29 @@ def test_check_disk_contract_required_with_a_disk_tier():
     assert "when a block counts as cold" in errors
 
 
+def test_the_form_edits_every_value_of_the_bodys_shape():
+    """Each value of body.empty_body() an author sets has its form field, and goes to the
+    form's initial values as it is (GPU memory is always a tier: no field)."""
+    from console.policies.body import empty_body
+    from console.policies.forms import BODY_PATHS, PolicyForm, initial_from_body
+
+    def scalars(section: dict, path: tuple = ()):
+        for key, value in section.items():
+            if isinstance(value, dict):
+                yield from scalars(value, (*path, key))
+            elif not isinstance(value, list):
+                yield (*path, key)
+
+    body = complete(empty_body())
+    assert set(BODY_PATHS.values()) == set(scalars(body)) - {("tiers", "gpu")}
+    initial, fields = initial_from_body(body, None), PolicyForm().fields
+    for name, path in BODY_PATHS.items():
+        value = body
+        for part in path:
+            value = value[part]
+        assert name in fields and initial[name] == value
+
+
 # --- audit ---------------------------------------------------------------------------------
 def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
     version = _submitted(analysis, analyst)
