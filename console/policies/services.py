@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.format import GIB
 from console.models import Analysis, BenchRun
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
@@ -29,6 +28,7 @@ from console.policies.models import (
     SignOff,
     VersionState,
 )
+from console.policies.sources import analysis_evidence, body_from_analysis, run_evidence
 from console.roles import can_analyze, can_approve
 from console.signin import record_failure, throttled
 
@@ -44,54 +44,6 @@ class ChecksFailed(PolicyError):
     def __init__(self, findings: list[Finding]):
         self.findings = findings
         super().__init__(f"{sum(f.level == 'error' for f in findings)} problem(s) to fix first")
-
-
-def body_from_analysis(analysis: Analysis | None) -> dict:
-    """A draft prefilled from the evidence: routes seen, scope and lifetime analyzed, the
-    recommended RAM."""
-    body = empty_body()
-    if analysis is None or not analysis.report:
-        return body
-    report = analysis.report
-    body["routes"] = [r["route"] for r in report.get("routes", []) if r["route"]]
-    body["scope"] = report["scope"]
-    lifetime = report["recommendation"].get("lifetime_s")
-    body["lifetime_s"] = lifetime or max(w["window_s"] for w in report["windows"])
-    body["tiers"]["cpu_ram"]["size_gib"] = round(report["recommendation"]["ram_bytes"] / GIB, 2)
-    return body
-
-
-def _evidence(analysis: Analysis | None) -> dict:
-    if analysis is None or not analysis.report:
-        return {}
-    rec = analysis.report["recommendation"]
-    return {
-        "analysis_id": analysis.pk,
-        "upload": analysis.upload.name,
-        "params": analysis.params,
-        "block_tokens": analysis.block_tokens,
-        "recommended_ram_bytes": rec["ram_bytes"],
-        "per_rank_bytes": rec["per_rank_bytes"],
-        "hit_ratio": rec["hit_ratio"],
-        "ceiling": rec["ceiling"],
-    }
-
-
-def _run_evidence(run: BenchRun) -> dict:
-    """What a cited benchmark run showed, as the sign-off will record it."""
-    result = run.result
-    return {
-        "id": run.pk,
-        "file": run.name,
-        "model": run.model_name,
-        "tier": run.tier_label + (" · warm" if run.warm else ""),
-        "context_tokens": run.context_tokens,
-        "concurrency": run.concurrency,
-        "p99_ttft_ms": result.p99("ttft"),
-        "p99_itl_ms": result.p99("itl"),
-        "completed": result.completed,
-        "failed": result.failed,
-    }
 
 
 def _require(allowed: bool, message: str) -> None:
@@ -168,7 +120,7 @@ def _create_policy(name: str, user, analysis: Analysis | None) -> PolicyVersion:
     with transaction.atomic():
         policy = Policy.objects.create(name=name, created_by=user)
         body = body_from_analysis(analysis)
-        body["evidence"] = _evidence(analysis)
+        body["evidence"] = analysis_evidence(analysis)
         version = PolicyVersion.objects.create(
             policy=policy, number=1, author=user, body=normalize(body), analysis=analysis
         )
@@ -194,9 +146,9 @@ def version_update(
     _require(can_analyze(user), "Only analysts edit policies.")
     _require_open(version)
     body = normalize(copy.deepcopy(body))
-    body["evidence"] = _evidence(analysis)
+    body["evidence"] = analysis_evidence(analysis)
     if bench_runs:
-        body["evidence"]["benchmark_runs"] = [_run_evidence(r) for r in bench_runs]
+        body["evidence"]["benchmark_runs"] = [run_evidence(r) for r in bench_runs]
     with transaction.atomic():
         changed = PolicyVersion.objects.filter(pk=version.pk, state__in=EDITABLE).update(
             body=body, analysis=analysis, updated_at=timezone.now()
