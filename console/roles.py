@@ -47,11 +47,9 @@ def can_read(user) -> bool:
 
 
 def can_analyze(user) -> bool:
+    """The analyst's rights: upload logs, run analyses, draft and submit policies (the
+    analyst group holds both console.analyze_upload and console.author_policy)."""
     return user.is_authenticated and (user.is_superuser or user.has_perm("console.analyze_upload"))
-
-
-def can_author(user) -> bool:
-    return user.is_authenticated and (user.is_superuser or user.has_perm("console.author_policy"))
 
 
 def can_approve(user) -> bool:

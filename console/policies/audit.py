@@ -6,8 +6,10 @@ import hashlib
 from dataclasses import dataclass
 
 import orjson
+from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from console.policies.models import AuditEvent, AuditHead, PolicyError
@@ -103,29 +105,92 @@ class ChainCheck:
     head_hash: str = ""
 
 
-def verify() -> ChainCheck:
-    """Recompute every hash in order and report the first break; then check that the
-    chain ends where its head says (a removed tail leaves a chain that verifies)."""
-    head = AuditHead.objects.filter(pk=HEAD_ID).first()
-    anchor = {}
-    if head is not None:
-        anchor = {"head_events": head.events, "head_id": head.last_id, "head_hash": head.last_hash}
-    prev = GENESIS
-    count = 0
-    last_pk = 0
-    for event in AuditEvent.objects.order_by("pk").iterator():
-        count += 1
-        if event.prev_hash != prev:
-            return ChainCheck(
-                False,
-                count,
-                event.pk,
-                "its previous-hash does not match the "
-                "event before it (an event was removed or reordered)",
-                **anchor,
-            )
+@dataclass(frozen=True)
+class VerifiedPrefix:
+    """Events up to #last_id, `events` of them, verified hash by hash, the last one's
+    hash being `last_hash`. `fingerprint` is the SHA-256 of those rows exactly as the
+    database stores them: a row changed behind the app's back (which leaves the head
+    where it was) changes it."""
+
+    last_id: int
+    events: int
+    last_hash: str
+    fingerprint: str
+
+
+# where verify_cached() keeps the prefix it verified last (Django's cache: per process
+# with the default local-memory cache, which only means each process verifies once)
+VERIFIED_PREFIX_KEY = "kvscope:audit:verified-prefix"
+_PREV_MISMATCH = (
+    "its previous-hash does not match the event before it (an event was removed or reordered)"
+)
+_CONTENT_MISMATCH = "its content does not match its hash (the event was changed)"
+# a row as the database stores it (the fingerprint), and as Django reads it (the hash)
+_STORED_COLUMNS = ("pk", "prev_hash", "hash", "stored_at", "actor_name", "action",
+                   "object_type", "object_id", "stored_details")  # fmt: skip
+_HASHED_COLUMNS = ("pk", "prev_hash", "hash", "at", "actor_name", "action", "object_type",
+                   "object_id", "details")  # fmt: skip
+
+
+@dataclass
+class _Scan:
+    """Every stored row read once, as the database stores it (no hashing per event)."""
+
+    events: int
+    last_id: int
+    fingerprint: str
+    trusted_holds: bool  # the trusted prefix's rows fingerprint as they did
+
+
+def _scan(trusted: VerifiedPrefix | None) -> _Scan:
+    """Fingerprint every row in order, noting the fingerprint where `trusted` ends."""
+    fingerprint, events, last_id = hashlib.sha256(), 0, 0
+    at_trusted_end: tuple | None = None  # (last id, events, fingerprint) at its end
+    rows = (
+        AuditEvent.objects.order_by("pk")
+        .annotate(stored_at=Cast("at", TextField()), stored_details=Cast("details", TextField()))
+        .values_list(*_STORED_COLUMNS)
+    )
+    for row in rows.iterator():
+        if trusted is not None and at_trusted_end is None and row[0] > trusted.last_id:
+            at_trusted_end = (last_id, events, fingerprint.hexdigest())
+        fingerprint.update(orjson.dumps(row))
+        events, last_id = events + 1, row[0]
+    if at_trusted_end is None:
+        at_trusted_end = (last_id, events, fingerprint.hexdigest())
+    expected = None if trusted is None else (trusted.last_id, trusted.events, trusted.fingerprint)
+    return _Scan(events, last_id, fingerprint.hexdigest(), at_trusted_end == expected)
+
+
+@dataclass
+class _Walk:
+    """The chain followed event by event, hashing each: from the genesis or from the end
+    of a prefix verified before."""
+
+    prev: str = GENESIS
+    count: int = 0
+    last_pk: int = 0
+    broken: tuple[int, str] | None = None  # (pk, why) of the first bad event
+
+    def run(self, upto: int | None = None) -> _Walk:
+        """Follow the events after last_pk (up to #upto) until the first bad one."""
+        events = AuditEvent.objects.filter(pk__gt=self.last_pk).order_by("pk")
+        if upto is not None:
+            events = events.filter(pk__lte=upto)
+        for event in events.values_list(*_HASHED_COLUMNS, named=True).iterator():
+            self.count += 1
+            self.broken = self._fault(event)
+            if self.broken is not None:
+                break
+            self.prev, self.last_pk = event.hash, event.pk
+        return self
+
+    def _fault(self, event) -> tuple[int, str] | None:
+        """Why this event does not continue the chain (None when it does)."""
+        if event.prev_hash != self.prev:
+            return event.pk, _PREV_MISMATCH
         expected = _event_hash(
-            prev,
+            self.prev,
             event.at.isoformat(),
             event.actor_name,
             event.action,
@@ -133,16 +198,18 @@ def verify() -> ChainCheck:
             event.object_id,
             event.details,
         )
-        if event.hash != expected:
-            return ChainCheck(
-                False,
-                count,
-                event.pk,
-                "its content does not match its hash (the event was changed)",
-                **anchor,
-            )
-        prev = event.hash
-        last_pk = event.pk
+        return (event.pk, _CONTENT_MISMATCH) if event.hash != expected else None
+
+
+def _conclude(walk: _Walk, head: AuditHead | None) -> ChainCheck:
+    """The walk's first bad event; else whether the chain ends where its head says (a
+    removed tail leaves a chain that verifies)."""
+    count, last_pk, prev = walk.count, walk.last_pk, walk.prev
+    anchor = {}
+    if head is not None:
+        anchor = {"head_events": head.events, "head_id": head.last_id, "head_hash": head.last_hash}
+    if walk.broken is not None:
+        return ChainCheck(False, count, walk.broken[0], walk.broken[1], **anchor)
     if head is None:
         if count:
             return ChainCheck(False, count, None,
@@ -170,3 +237,29 @@ def verify() -> ChainCheck:
         f"{head.events} events ending at #{head.last_id} (the head or the chain was rewritten)",
         **anchor,
     )
+
+
+def verify() -> ChainCheck:
+    """Recompute every hash in order and report the first break; then check that the
+    chain ends where its head says (a removed tail leaves a chain that verifies)."""
+    head = AuditHead.objects.filter(pk=HEAD_ID).first()
+    return _conclude(_Walk().run(), head)
+
+
+def verify_cached() -> ChainCheck:
+    """verify()'s answer without hashing again what an earlier call verified. Every row
+    is still read and fingerprinted as stored, so a changed, removed or reordered old
+    event makes it hash the whole chain again (and report the event, as verify() does);
+    else only the events after the verified prefix are hashed. The head is read and
+    compared every time."""
+    head = AuditHead.objects.filter(pk=HEAD_ID).first()
+    trusted = cache.get(VERIFIED_PREFIX_KEY)
+    scan = _scan(trusted if isinstance(trusted, VerifiedPrefix) else None)
+    walk = _Walk()
+    if scan.trusted_holds:
+        walk = _Walk(trusted.last_hash, trusted.events, trusted.last_id)
+    walk.run(upto=scan.last_id)
+    if walk.broken is None and walk.count == scan.events and scan.events:
+        verified = VerifiedPrefix(scan.last_id, scan.events, walk.prev, scan.fingerprint)
+        cache.set(VERIFIED_PREFIX_KEY, verified, timeout=None)
+    return _conclude(walk, head)

@@ -31,6 +31,15 @@ WORKER_EXIT = {
 LOAD_FAILURE = {
     "recompute": "Recompute the prefix (a cache failure never fails a request)",
 }
+# the body's "failure" section: each key, what it answers ("what happens …") and its
+# choices; the form's labels, the checks and the pages' labels read it from here
+FAILURES = {
+    "ram_full": ("when the RAM tier is full", RAM_FULL),
+    "worker_exit": ("when a worker or cache process exits", WORKER_EXIT),
+    "load_failure": ("when a block cannot be loaded", LOAD_FAILURE),
+}
+# the choice sets' labels, by the names the body templates use
+LABELS = {"eol": END_OF_LIFE_EVENTS, **{key: choices for key, (_, choices) in FAILURES.items()}}
 REMOTE_KINDS = ("redis", "valkey", "s3", "mooncake_store", "lmcache_server", "other")
 CLASSIFICATIONS = ("public", "internal", "confidential", "restricted")
 
@@ -53,7 +62,7 @@ def empty_body() -> dict:
             "remote": {"enabled": False, "kind": "", "size_gib": None, "url": ""},
             "no_persistent_storage": True,
         },
-        "failure": {"ram_full": "", "worker_exit": "", "load_failure": ""},
+        "failure": dict.fromkeys(FAILURES, ""),
         "disk_contract": {
             "allowed_data": "",
             "cold_after_s": None,

@@ -5,16 +5,11 @@ Errors block the submission; warnings are shown to the author and the approver.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.format import GIB
-from console.policies.body import (
-    END_OF_LIFE_EVENTS,
-    LOAD_FAILURE,
-    RAM_FULL,
-    WORKER_EXIT,
-    persistent_tier_enabled,
-)
+from console.policies.body import END_OF_LIFE_EVENTS, FAILURES, persistent_tier_enabled
 from console.policies.serving import differences, engine_problems, sizing
 
 
@@ -23,6 +18,9 @@ class Finding:
     level: str  # "error" | "warning"
     field: str
     message: str
+
+
+AddFinding = Callable[[str, str], None]  # adds a finding: (field, message)
 
 
 def check_body(
@@ -40,6 +38,34 @@ def check_body(
     def warning(field: str, message: str) -> None:
         out.append(Finding("warning", field, message))
 
+    _check_routes_and_deadlines(body, error)
+    _check_tiers(body, error)
+    _check_failure_and_disk(body, error)
+    access = body["access"]
+    if not access["readers"]:
+        error("access", "Name the services or processes that may read the blocks.")
+    if not access["classification"]:
+        error("access", "Give the data classification of the traffic.")
+    if not access["justification"].strip():
+        error("access", "Justify the policy in a sentence or two.")
+
+    if evidence_report is None:
+        warning("evidence", "No analysis is linked: the policy's sizes have no evidence.")
+    else:
+        _check_against_evidence(body, evidence_report, tenants_in_traffic, error, warning)
+        for message in differences(body, sizing(evidence_report.get("params"))):
+            warning("routes", message)
+    size = sizing(evidence_report.get("params")) if evidence_report is not None else None
+    for level, message in engine_problems(body, size):
+        (error if level == "error" else warning)("serving", message)
+    if constrained_report is not None:
+        _check_against_rerun(body, constrained_report, warning)
+    out.sort(key=lambda f: f.level != "error")
+    return out
+
+
+def _check_routes_and_deadlines(body: dict, error: AddFinding) -> None:
+    """What the policy governs, for how long, and how soon each end of life purges."""
     if not body["routes"]:
         error("routes", "Name at least one model route the policy governs.")
     if not body["lifetime_s"] or body["lifetime_s"] <= 0:
@@ -69,6 +95,8 @@ def check_body(
                     f"longer than the maximum time to purge ({_duration(purge)}).",
                 )
 
+
+def _check_tiers(body: dict, error: AddFinding) -> None:
     tiers = body["tiers"]
     ram = tiers["cpu_ram"]
     if ram["enabled"] and not (ram["size_gib"] and ram["size_gib"] > 0):
@@ -82,15 +110,13 @@ def check_body(
     if tiers["remote"]["enabled"] and not tiers["remote"]["kind"]:
         error("tiers", "Say which remote store is used.")
 
+
+def _check_failure_and_disk(body: dict, error: AddFinding) -> None:
+    """A choice for every failure; with a disk or remote tier, its whole contract."""
     failure = body["failure"]
-    for key, choices, what in (
-        ("ram_full", RAM_FULL, "when the RAM tier is full"),
-        ("worker_exit", WORKER_EXIT, "when a worker or cache process exits"),
-        ("load_failure", LOAD_FAILURE, "when a block cannot be loaded"),
-    ):
+    for key, (what, choices) in FAILURES.items():
         if failure.get(key) not in choices:
             error("failure", f"State what happens {what}.")
-
     if persistent_tier_enabled(body):
         contract = body.get("disk_contract") or {}
         for key, what in (
@@ -104,30 +130,10 @@ def check_body(
             if not contract.get(key):
                 error("disk_contract", f"The disk tier contract must say {what}.")
 
-    access = body["access"]
-    if not access["readers"]:
-        error("access", "Name the services or processes that may read the blocks.")
-    if not access["classification"]:
-        error("access", "Give the data classification of the traffic.")
-    if not access["justification"].strip():
-        error("access", "Justify the policy in a sentence or two.")
 
-    if evidence_report is None:
-        warning("evidence", "No analysis is linked: the policy's sizes have no evidence.")
-    else:
-        _check_against_evidence(body, evidence_report, tenants_in_traffic, error, warning)
-        for message in differences(body, sizing(evidence_report.get("params"))):
-            warning("routes", message)
-    size = sizing(evidence_report.get("params")) if evidence_report is not None else None
-    for level, message in engine_problems(body, size):
-        (error if level == "error" else warning)("serving", message)
-    if constrained_report is not None:
-        _check_against_rerun(body, constrained_report, warning)
-    out.sort(key=lambda f: f.level != "error")
-    return out
-
-
-def _check_against_evidence(body, report, tenants_in_traffic, error, warning) -> None:
+def _check_against_evidence(
+    body: dict, report: dict, tenants_in_traffic: int, error: AddFinding, warning: AddFinding
+) -> None:
     host = report["recommendation"].get("host")
     ram = body["tiers"]["cpu_ram"]
     if (
@@ -156,7 +162,7 @@ def _check_against_evidence(body, report, tenants_in_traffic, error, warning) ->
         )
 
 
-def _check_against_rerun(body: dict, report: dict, warning) -> None:
+def _check_against_rerun(body: dict, report: dict, warning: AddFinding) -> None:
     """The RAM tier against the analysis re-run with the policy's own lifetime and scope
     (what the policy needs): off by more than that recommendation's headroom is flagged."""
     ram = body["tiers"]["cpu_ram"]

@@ -11,11 +11,9 @@ from console.models import Analysis, BenchRun, JobStatus
 from console.policies.body import (
     CLASSIFICATIONS,
     END_OF_LIFE_EVENTS,
-    LOAD_FAILURE,
-    RAM_FULL,
+    FAILURES,
     REMOTE_KINDS,
     SCOPES,
-    WORKER_EXIT,
     empty_body,
 )
 from console.policies.serving import route_profile, sizing
@@ -54,6 +52,39 @@ def _text(label: str, *, long: bool = False, **kwargs) -> forms.CharField:
 
 def _gib(label: str) -> forms.FloatField:
     return forms.FloatField(required=False, min_value=0, max_value=MAX_GIB, label=label)
+
+
+def _failure(key: str) -> forms.ChoiceField:
+    """The field of one failure in the body (body.FAILURES: what it answers, its choices)."""
+    what, choices = FAILURES[key]
+    return forms.ChoiceField(
+        choices=_choices(choices), required=False, label=what[0].upper() + what[1:]
+    )
+
+
+# the tiers' fields are "<prefix>_<key>" (disk_size_gib); every other value an author sets
+# directly is its field's own name
+_TIER_FIELD_PREFIX = {"cpu_ram": "cpu_ram", "local_disk": "disk", "remote": "remote"}
+
+
+def _body_paths() -> dict[str, tuple[str, ...]]:
+    """Form field -> its path in the body, for every value of the body's shape
+    (body.empty_body) set directly; the lists (routes, tenants, end of life), serving
+    and the evidence have their own fields, and GPU memory is always a tier."""
+    shape = empty_body()
+    paths = {key: (key,) for key, value in shape.items() if not isinstance(value, list | dict)}
+    for tier, value in shape["tiers"].items():
+        if isinstance(value, dict):
+            prefix = _TIER_FIELD_PREFIX[tier]
+            paths |= {f"{prefix}_{key}": ("tiers", tier, key) for key in value}
+        elif tier != "gpu":
+            paths[tier] = ("tiers", tier)
+    for section in ("failure", "disk_contract", "access"):
+        paths |= {key: (section, key) for key in shape[section]}
+    return paths
+
+
+BODY_PATHS = _body_paths()
 
 
 def parse_serving(text: str, profile_of: Callable[[str], KVProfile | None] | None = None) -> dict:
@@ -176,15 +207,9 @@ class PolicyForm(forms.Form):
     )
     remote_size_gib = _gib("Remote size (GiB)")
     remote_url = _text("Remote URL")
-    ram_full = forms.ChoiceField(
-        choices=_choices(RAM_FULL), required=False, label="When the RAM tier is full"
-    )
-    worker_exit = forms.ChoiceField(
-        choices=_choices(WORKER_EXIT), required=False, label="When a worker or cache process exits"
-    )
-    load_failure = forms.ChoiceField(
-        choices=_choices(LOAD_FAILURE), required=False, label="When a block cannot be loaded"
-    )
+    ram_full = _failure("ram_full")
+    worker_exit = _failure("worker_exit")
+    load_failure = _failure("load_failure")
     allowed_data = _text(
         "Data allowed on disk/remote",
         help_text="e.g. only prefixes of at least 4,096 tokens seen 3 times",
@@ -261,74 +286,39 @@ class PolicyForm(forms.Form):
             routes=_list(d["routes"] or ""),
             serving=d.get("serving") or {},
             tenants=_list(d["tenants"] or ""),
-            lifetime_s=d["lifetime_s"],
-            purge_deadline_s=d["purge_deadline_s"],
-            scope=d["scope"],
             end_of_life=[
                 {"event": e, "deadline_s": d.get(f"eol_{e}_deadline_s")}
                 for e in END_OF_LIFE_EVENTS
                 if d.get(f"eol_{e}")
             ],
         )
-        body["tiers"] = {
-            "gpu": True,
-            "cpu_ram": {"enabled": d["cpu_ram_enabled"], "size_gib": d["cpu_ram_size_gib"]},
-            "local_disk": {
-                "enabled": d["disk_enabled"],
-                "size_gib": d["disk_size_gib"],
-                "path": d["disk_path"],
-            },
-            "remote": {
-                "enabled": d["remote_enabled"],
-                "kind": d["remote_kind"],
-                "size_gib": d["remote_size_gib"],
-                "url": d["remote_url"],
-            },
-            "no_persistent_storage": d["no_persistent_storage"],
-        }
-        body["failure"] = {k: d[k] for k in ("ram_full", "worker_exit", "load_failure")}
-        body["disk_contract"] = {
-            k: d[k]
-            for k in (
-                "allowed_data",
-                "cold_after_s",
-                "request_may_wait",
-                "deleted_by",
-                "delete_when",
-                "on_disk_full",
-                "on_restart",
-            )
-        }
-        body["access"] = {k: d[k] for k in ("readers", "classification", "justification")}
+        for name, (*sections, key) in BODY_PATHS.items():
+            _section(body, sections)[key] = d[name]
         return body
 
 
+def _section(body: dict, path: list[str]) -> dict:
+    """The dict at `path` inside the body (the body itself for an empty path)."""
+    for part in path:
+        body = body[part]
+    return body
+
+
 def initial_from_body(body: dict, analysis: Analysis | None) -> dict:
-    tiers = body["tiers"]
-    contract = body.get("disk_contract") or {}
     initial = {
         "analysis": analysis.pk if analysis else None,
         "bench_runs": [r["id"] for r in body.get("evidence", {}).get("benchmark_runs", [])],
         "routes": ", ".join(body["routes"]),
         "serving": serving_text(body.get("serving") or {}),
         "tenants": ", ".join(body["tenants"]),
-        "lifetime_s": body["lifetime_s"],
-        "purge_deadline_s": body["purge_deadline_s"],
-        "scope": body["scope"],
-        "cpu_ram_enabled": tiers["cpu_ram"]["enabled"],
-        "cpu_ram_size_gib": tiers["cpu_ram"]["size_gib"],
-        "no_persistent_storage": tiers["no_persistent_storage"],
-        "disk_enabled": tiers["local_disk"]["enabled"],
-        "disk_size_gib": tiers["local_disk"]["size_gib"],
-        "disk_path": tiers["local_disk"]["path"],
-        "remote_enabled": tiers["remote"]["enabled"],
-        "remote_kind": tiers["remote"]["kind"],
-        "remote_size_gib": tiers["remote"]["size_gib"],
-        "remote_url": tiers["remote"]["url"],
-        **body["failure"],
-        **{k: v for k, v in contract.items()},
-        **body["access"],
     }
+    for name, (*sections, key) in BODY_PATHS.items():
+        # a section may be absent: the disk contract is None without a disk or remote tier
+        section = body
+        for part in sections:
+            section = section.get(part) or {}
+        if key in section:
+            initial[name] = section[key]
     for item in body["end_of_life"]:
         initial[f"eol_{item['event']}"] = True
         initial[f"eol_{item['event']}_deadline_s"] = item["deadline_s"]

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.format import GIB
 from console.models import Analysis, BenchRun
 from console.policies import audit
 from console.policies.body import digest, empty_body, normalize
@@ -29,8 +28,10 @@ from console.policies.models import (
     SignOff,
     VersionState,
 )
-from console.roles import can_approve, can_author
+from console.policies.sources import analysis_evidence, body_from_analysis, run_evidence
+from console.roles import can_analyze, can_approve
 from console.signin import record_failure, throttled
+from console.uploads.analyses import analysis_create
 
 # states whose body was signed: fixed, and read only through signed_body()
 SIGNED = (VersionState.APPROVED, VersionState.SUPERSEDED, VersionState.RETIRED)
@@ -44,54 +45,6 @@ class ChecksFailed(PolicyError):
     def __init__(self, findings: list[Finding]):
         self.findings = findings
         super().__init__(f"{sum(f.level == 'error' for f in findings)} problem(s) to fix first")
-
-
-def body_from_analysis(analysis: Analysis | None) -> dict:
-    """A draft prefilled from the evidence: routes seen, scope and lifetime analyzed, the
-    recommended RAM."""
-    body = empty_body()
-    if analysis is None or not analysis.report:
-        return body
-    report = analysis.report
-    body["routes"] = [r["route"] for r in report.get("routes", []) if r["route"]]
-    body["scope"] = report["scope"]
-    lifetime = report["recommendation"].get("lifetime_s")
-    body["lifetime_s"] = lifetime or max(w["window_s"] for w in report["windows"])
-    body["tiers"]["cpu_ram"]["size_gib"] = round(report["recommendation"]["ram_bytes"] / GIB, 2)
-    return body
-
-
-def _evidence(analysis: Analysis | None) -> dict:
-    if analysis is None or not analysis.report:
-        return {}
-    rec = analysis.report["recommendation"]
-    return {
-        "analysis_id": analysis.pk,
-        "upload": analysis.upload.name,
-        "params": analysis.params,
-        "block_tokens": analysis.block_tokens,
-        "recommended_ram_bytes": rec["ram_bytes"],
-        "per_rank_bytes": rec["per_rank_bytes"],
-        "hit_ratio": rec["hit_ratio"],
-        "ceiling": rec["ceiling"],
-    }
-
-
-def _run_evidence(run: BenchRun) -> dict:
-    """What a cited benchmark run showed, as the sign-off will record it."""
-    result = run.result
-    return {
-        "id": run.pk,
-        "file": run.name,
-        "model": run.model_name,
-        "tier": run.tier_label + (" · warm" if run.warm else ""),
-        "context_tokens": run.context_tokens,
-        "concurrency": run.concurrency,
-        "p99_ttft_ms": result.p99("ttft"),
-        "p99_itl_ms": result.p99("itl"),
-        "completed": result.completed,
-        "failed": result.failed,
-    }
 
 
 def _require(allowed: bool, message: str) -> None:
@@ -153,7 +106,7 @@ def _edited_by(version: PolicyVersion, user) -> bool:
 
 
 def policy_create(*, name: str, user, analysis: Analysis | None = None) -> PolicyVersion:
-    _require(can_author(user), "Only analysts draft policies.")
+    _require(can_analyze(user), "Only analysts draft policies.")
     if Policy.objects.filter(name=name).exists():
         raise PolicyError(f"A policy named “{name}” exists already.", field="name")
     try:
@@ -168,7 +121,7 @@ def _create_policy(name: str, user, analysis: Analysis | None) -> PolicyVersion:
     with transaction.atomic():
         policy = Policy.objects.create(name=name, created_by=user)
         body = body_from_analysis(analysis)
-        body["evidence"] = _evidence(analysis)
+        body["evidence"] = analysis_evidence(analysis)
         version = PolicyVersion.objects.create(
             policy=policy, number=1, author=user, body=normalize(body), analysis=analysis
         )
@@ -191,12 +144,12 @@ def version_update(
 ) -> PolicyVersion:
     """Edit a draft (or a version sent back for changes). The evidence (the analysis and
     the benchmark runs cited, with their numbers) is part of the body, so of its digest."""
-    _require(can_author(user), "Only analysts edit policies.")
+    _require(can_analyze(user), "Only analysts edit policies.")
     _require_open(version)
     body = normalize(copy.deepcopy(body))
-    body["evidence"] = _evidence(analysis)
+    body["evidence"] = analysis_evidence(analysis)
     if bench_runs:
-        body["evidence"]["benchmark_runs"] = [_run_evidence(r) for r in bench_runs]
+        body["evidence"]["benchmark_runs"] = [run_evidence(r) for r in bench_runs]
     with transaction.atomic():
         changed = PolicyVersion.objects.filter(pk=version.pk, state__in=EDITABLE).update(
             body=body, analysis=analysis, updated_at=timezone.now()
@@ -211,14 +164,18 @@ def version_update(
     return version
 
 
+def rerun_params(params: dict, body: dict) -> dict:
+    """An analysis's stored parameters with a policy's lifetime and scope in their place:
+    what the policy's re-run analyses with (everything else as the linked analysis had)."""
+    return dict(params, lifetime=float(body["lifetime_s"]), scope=body["scope"])
+
+
 def _rerun_constrained(version: PolicyVersion, user) -> None:
     """Queue the linked analysis again with the policy's own lifetime and scope."""
-    from console.uploads.analyses import analysis_create
-
     analysis, body = version.analysis, version.body
     if analysis is None or not body.get("lifetime_s"):
         return
-    params = dict(analysis.params, lifetime=float(body["lifetime_s"]), scope=body["scope"])
+    params = rerun_params(analysis.params, body)
     current = version.constrained_analysis
     if current is not None and current.params == params:
         return
@@ -277,7 +234,7 @@ def _transition(
 
 
 def version_submit(*, version: PolicyVersion, user) -> None:
-    _require(can_author(user), "Only analysts submit policies.")
+    _require(can_analyze(user), "Only analysts submit policies.")
     _require_open(version)
     findings = findings_for(version)
     if any(f.level == "error" for f in findings):
@@ -351,7 +308,7 @@ def version_approve(
 
 def version_new(*, policy: Policy, user) -> PolicyVersion:
     """A new draft from the latest version (an approved one stays as it is)."""
-    _require(can_author(user), "Only analysts draft policies.")
+    _require(can_analyze(user), "Only analysts draft policies.")
     _require(policy.retired_at is None, "This policy is retired.")
     try:
         return _new_version(policy, user)
@@ -384,7 +341,7 @@ def _new_version(policy: Policy, user) -> PolicyVersion:
 def version_delete_draft(*, version: PolicyVersion, user) -> Policy | None:
     """Delete a draft that was never submitted (and its policy, if nothing else is left).
     Returns the policy when it still exists. The deletion is an audit event."""
-    _require(can_author(user), "Only analysts delete drafts.")
+    _require(can_analyze(user), "Only analysts delete drafts.")
     # its creator only: an edit (which any analyst may make) gives no right to delete
     _require(version.author_id == user.pk, "Only the analyst who created a draft may delete it.")
     with transaction.atomic():

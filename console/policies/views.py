@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from console.models import Analysis, JobStatus
 from console.policies import exports
-from console.policies.audit import verify
-from console.policies.body import END_OF_LIFE_EVENTS, LOAD_FAILURE, RAM_FULL, WORKER_EXIT
+from console.policies.audit import verify_cached
+from console.policies.body import LABELS
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
 from console.policies.services import (
@@ -34,7 +34,7 @@ from console.policies.services import (
     version_update,
     worked_on,
 )
-from console.roles import can_approve, can_author, reader_required
+from console.roles import can_analyze, can_approve, reader_required
 from console.signin import client_address
 from console.web import download, forbidden, is_id
 
@@ -45,13 +45,13 @@ def policy_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "policies/list.html",
-        {"policies": policies, "can_author": can_author(request.user)},
+        {"policies": policies, "can_analyze": can_analyze(request.user)},
     )
 
 
 @reader_required
 def policy_new(request: HttpRequest) -> HttpResponse:
-    if not can_author(request.user):
+    if not can_analyze(request.user):
         return forbidden(request, "Only analysts draft policies.")
     analysis = None
     analysis_id = request.GET.get("analysis") or request.POST.get("analysis")
@@ -112,15 +112,15 @@ def _render_version(
         if version.editable or version.state == VersionState.IN_REVIEW
         else [],
         "reviews": version.reviews.select_related("actor"),
-        "can_edit": can_author(user) and version.editable,
-        "can_submit": can_author(user) and version.editable,
-        "can_delete": can_author(user)
+        "can_edit": can_analyze(user) and version.editable,
+        "can_submit": can_analyze(user) and version.editable,
+        "can_delete": can_analyze(user)
         and version.author_id == user.pk
         and version.state == VersionState.DRAFT
         and not version.reviews.exists(),
         "can_review": can_approve(user) and version.state == VersionState.IN_REVIEW,
         "is_author": worked_on(version, user),
-        "can_new_version": can_author(user)
+        "can_new_version": can_analyze(user)
         and version.policy.retired_at is None
         and version.state in (VersionState.APPROVED, VersionState.SUPERSEDED),
         "can_retire": can_approve(user)
@@ -135,12 +135,7 @@ def _render_version(
         else [],
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
-        "labels": {
-            "eol": END_OF_LIFE_EVENTS,
-            "ram_full": RAM_FULL,
-            "worker_exit": WORKER_EXIT,
-            "load_failure": LOAD_FAILURE,
-        },
+        "labels": LABELS,
     }
     return render(request, "policies/version.html", context)
 
@@ -148,7 +143,7 @@ def _render_version(
 @reader_required
 def version_edit(request: HttpRequest, pk: int) -> HttpResponse:
     version = _version(pk)
-    if not can_author(request.user):
+    if not can_analyze(request.user):
         return forbidden(request, "Only analysts edit policies.")
     if not version.editable:
         messages.error(request, "Only a draft can be edited; approved versions are immutable.")
@@ -308,12 +303,7 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
         "policy": version.policy,
         "signoff": version.signoff,
         "reviews": version.reviews.select_related("actor"),
-        "labels": {
-            "eol": END_OF_LIFE_EVENTS,
-            "ram_full": RAM_FULL,
-            "worker_exit": WORKER_EXIT,
-            "load_failure": LOAD_FAILURE,
-        },
+        "labels": LABELS,
     }
     try:
         signed_body(version)
@@ -384,4 +374,4 @@ def export_text(version: PolicyVersion, name: str, route: str | None = None) -> 
 @reader_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     events = AuditEvent.objects.order_by("-pk")[:500]
-    return render(request, "policies/audit.html", {"events": events, "chain": verify()})
+    return render(request, "policies/audit.html", {"events": events, "chain": verify_cached()})

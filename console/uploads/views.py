@@ -19,7 +19,7 @@ from analysis.replay import ReplayOptions, replay_lines
 from console.downloads import json_file
 from console.format import bytes_text
 from console.models import Analysis, JobStatus, Upload
-from console.roles import analyst_required, can_analyze, can_author, reader_required
+from console.roles import analyst_required, can_analyze, reader_required
 from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
 from console.uploads.figures import page_figures
@@ -253,7 +253,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "figures": page_figures(analysis),
             "form": form,
             "siblings": siblings,
-            "can_author": can_author(request.user),
+            "can_author": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
         },

@@ -304,6 +304,29 @@ def test_check_disk_contract_required_with_a_disk_tier():
     assert "when a block counts as cold" in errors
 
 
+def test_the_form_edits_every_value_of_the_bodys_shape():
+    """Each value of body.empty_body() an author sets has its form field, and goes to the
+    form's initial values as it is (GPU memory is always a tier: no field)."""
+    from console.policies.body import empty_body
+    from console.policies.forms import BODY_PATHS, PolicyForm, initial_from_body
+
+    def scalars(section: dict, path: tuple = ()):
+        for key, value in section.items():
+            if isinstance(value, dict):
+                yield from scalars(value, (*path, key))
+            elif not isinstance(value, list):
+                yield (*path, key)
+
+    body = complete(empty_body())
+    assert set(BODY_PATHS.values()) == set(scalars(body)) - {("tiers", "gpu")}
+    initial, fields = initial_from_body(body, None), PolicyForm().fields
+    for name, path in BODY_PATHS.items():
+        value = body
+        for part in path:
+            value = value[part]
+        assert name in fields and initial[name] == value
+
+
 # --- audit ---------------------------------------------------------------------------------
 def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
     version = _submitted(analysis, analyst)
@@ -1046,6 +1069,37 @@ def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver)
     assert response.status_code == 302
     assert response["Location"] == reverse("policy_version", args=[version.pk])
     assert AuditEvent.objects.count() == left
+
+
+def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
+    client, analysis, analyst, monkeypatch
+):
+    for name in ("p1", "p2", "p3"):
+        policy_create(name=name, user=analyst, analysis=analysis)
+    hashed = []
+    event_hash = audit._event_hash
+
+    def counted(*args):
+        hashed.append(args)
+        return event_hash(*args)
+
+    monkeypatch.setattr(audit, "_event_hash", counted)
+    client.force_login(analyst)
+
+    def page() -> str:
+        hashed.clear()
+        return client.get(reverse("audit_log")).content.decode()
+
+    assert "Hash chain intact: 3 events verified." in page() and len(hashed) == 3
+    assert "Hash chain intact: 3 events verified." in page() and hashed == []  # nothing new
+    policy_create(name="p4", user=analyst, analysis=analysis)
+    assert "Hash chain intact: 4 events verified." in page() and len(hashed) == 1  # the new one
+    oldest = AuditEvent.objects.order_by("pk").first()
+    _raw_tamper(oldest.pk)  # the head does not move: the rows themselves show the change
+    trail = page()
+    assert f"<strong>The chain is broken at event {oldest.pk}:</strong> its content does " \
+        "not match its hash" in trail  # fmt: skip
+    assert page().count("The chain is broken at event") == 1  # still, on every view
 
 
 # --- per-route sizes (metrics.md section 8), LMCache files, TP and dtype checks -----------

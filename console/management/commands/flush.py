@@ -20,39 +20,43 @@ from django.core.management.sql import emit_post_migrate_signal
 from django.db import connections, transaction
 
 
+def _switches(connection, cursor) -> tuple[list[str], list[str]]:
+    """The statements that switch kvscope's triggers off, and those that switch them on."""
+    quote = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        cursor.execute(
+            "SELECT c.relname, t.tgname FROM pg_trigger t "
+            "JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE NOT t.tgisinternal AND t.tgname LIKE 'kvscope\\_%' "
+            "AND pg_table_is_visible(c.oid)"
+        )
+        triggers = [(quote(table), quote(name)) for table, name in cursor.fetchall()]
+        return (
+            [f"ALTER TABLE {table} DISABLE TRIGGER {name}" for table, name in triggers],
+            [f"ALTER TABLE {table} ENABLE TRIGGER {name}" for table, name in triggers],
+        )
+    if connection.vendor == "sqlite":
+        # no ALTER ... DISABLE in SQLite: drop them and create them again from their own
+        # stored definitions
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+            "AND name LIKE 'kvscope\\_%' ESCAPE '\\'"
+        )
+        triggers = cursor.fetchall()
+        return [f"DROP TRIGGER {quote(name)}" for name, _ in triggers], [sql for _, sql in triggers]
+    return [], []
+
+
 @contextmanager
 def guards_off(connection) -> Iterator[None]:
     """kvscope's triggers off until the end of the block (call inside a transaction)."""
-    quote = connection.ops.quote_name
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT c.relname, t.tgname FROM pg_trigger t "
-                "JOIN pg_class c ON c.oid = t.tgrelid "
-                "WHERE NOT t.tgisinternal AND t.tgname LIKE 'kvscope\\_%' "
-                "AND pg_table_is_visible(c.oid)"
-            )
-            triggers = cursor.fetchall()
-            for table, name in triggers:
-                cursor.execute(f"ALTER TABLE {quote(table)} DISABLE TRIGGER {quote(name)}")
-            yield
-            for table, name in triggers:
-                cursor.execute(f"ALTER TABLE {quote(table)} ENABLE TRIGGER {quote(name)}")
-        elif connection.vendor == "sqlite":
-            # no ALTER ... DISABLE in SQLite: drop them and create them again from their
-            # own stored definitions
-            cursor.execute(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-                "AND name LIKE 'kvscope\\_%' ESCAPE '\\'"
-            )
-            triggers = cursor.fetchall()
-            for name, _ in triggers:
-                cursor.execute(f"DROP TRIGGER {quote(name)}")
-            yield
-            for _, sql in triggers:
-                cursor.execute(sql)
-        else:
-            yield
+        off, on = _switches(connection, cursor)
+        for sql in off:
+            cursor.execute(sql)
+        yield
+        for sql in on:
+            cursor.execute(sql)
 
 
 class Command(flush.Command):

@@ -1,0 +1,57 @@
+"""What a policy version takes from the analysis and the benchmark runs it relies on:
+the draft prefilled from the analysis, and the body's evidence section (signed with it)."""
+
+from __future__ import annotations
+
+from console.format import GIB
+from console.models import Analysis, BenchRun
+from console.policies.body import empty_body
+
+
+def body_from_analysis(analysis: Analysis | None) -> dict:
+    """A draft prefilled from the evidence: routes seen, scope and lifetime analyzed, the
+    recommended RAM."""
+    body = empty_body()
+    if analysis is None or not analysis.report:
+        return body
+    report = analysis.report
+    body["routes"] = [r["route"] for r in report.get("routes", []) if r["route"]]
+    body["scope"] = report["scope"]
+    lifetime = report["recommendation"].get("lifetime_s")
+    body["lifetime_s"] = lifetime or max(w["window_s"] for w in report["windows"])
+    body["tiers"]["cpu_ram"]["size_gib"] = round(report["recommendation"]["ram_bytes"] / GIB, 2)
+    return body
+
+
+def analysis_evidence(analysis: Analysis | None) -> dict:
+    """The body's evidence section: the analysis relied on and what it recommended."""
+    if analysis is None or not analysis.report:
+        return {}
+    rec = analysis.report["recommendation"]
+    return {
+        "analysis_id": analysis.pk,
+        "upload": analysis.upload.name,
+        "params": analysis.params,
+        "block_tokens": analysis.block_tokens,
+        "recommended_ram_bytes": rec["ram_bytes"],
+        "per_rank_bytes": rec["per_rank_bytes"],
+        "hit_ratio": rec["hit_ratio"],
+        "ceiling": rec["ceiling"],
+    }
+
+
+def run_evidence(run: BenchRun) -> dict:
+    """What a cited benchmark run showed, as the sign-off will record it."""
+    result = run.result
+    return {
+        "id": run.pk,
+        "file": run.name,
+        "model": run.model_name,
+        "tier": run.tier_label + (" · warm" if run.warm else ""),
+        "context_tokens": run.context_tokens,
+        "concurrency": run.concurrency,
+        "p99_ttft_ms": result.p99("ttft"),
+        "p99_itl_ms": result.p99("itl"),
+        "completed": result.completed,
+        "failed": result.failed,
+    }
