@@ -26,10 +26,11 @@ run: install
 	@echo ""
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
-## test: lint, the engine's tests without Django, then the console's on the embedded default
+## test: lint, type-check the engine, its tests without Django, then the console's on the embedded default
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -p no:django tests/analysis
 	$(PY) -m pytest tests/console
 

@@ -1,0 +1,1 @@
+"""kvscope's tests: analysis/ runs the engine alone (no Django), console/ the web console."""

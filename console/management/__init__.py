@@ -1,0 +1,1 @@
+"""manage.py commands of the console (analyze, bootstrap, adduser, verify_audit, ...)."""

@@ -1,0 +1,1 @@
+"""The schema of the console's one Django app, migration by migration."""
