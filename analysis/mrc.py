@@ -1,4 +1,5 @@
-"""The exact LRU miss-ratio curve by Mattson's one-pass stack algorithm.
+"""The exact LRU hit-ratio curve (the report's `mrc`: hit ratio against cache capacity;
+one minus it is the classic miss-ratio curve) by Mattson's one-pass stack algorithm.
 
 A reference's stack distance is the number of distinct keys referenced since the previous
 reference to the same key, plus one. Marking the latest position of each key in a Fenwick
