@@ -24,20 +24,63 @@ from console.plotting import (
 )
 
 
+def _hot_window(report: dict) -> dict | None:
+    """The largest window, like the engine's segment tables (the last of equals); None when
+    it has no segments."""
+    windows = report.get("windows") or []
+    if not windows:
+        return None
+    window = max(reversed(windows), key=lambda w: w["window_s"])
+    return window if window.get("segments") else None
+
+
+def _tokens_bar(kinds: list[str], klass: str, cells: list[dict]) -> go.Bar:
+    label = CLASS_LABELS.get(klass, klass)
+    return go.Bar(
+        x=kinds,
+        y=[c.get("total_tokens", 0) for c in cells],
+        customdata=[[c.get("count", 0), c.get("unique_tokens", 0)] for c in cells],
+        name=label,
+        uid=f"tokens-{klass}",
+        legendgroup=klass,
+        marker={"color": CLASS_COLOURS.get(klass, MUTED)},
+        hovertemplate=(
+            f"%{{x}}, {label}<br>%{{y:,}} tokens sent<br>%{{customdata[0]:,}} segments,"
+            " %{customdata[1]:,} unique tokens<extra></extra>"
+        ),
+    )
+
+
+def _share_bar(kinds: list[str], klass: str, cells: list[dict], reused_total: int) -> go.Bar:
+    label = CLASS_LABELS.get(klass, klass)
+    shares = [
+        (percent(c.get("reused_tokens", 0) / reused_total) if reused_total else 0.0) for c in cells
+    ]
+    return go.Bar(
+        x=kinds,
+        y=shares,
+        customdata=[c.get("reused_tokens", 0) for c in cells],
+        name=label,
+        uid=f"share-{klass}",
+        legendgroup=klass,
+        showlegend=False,
+        marker={"color": CLASS_COLOURS.get(klass, MUTED)},
+        hovertemplate=(
+            f"%{{x}}, {label}<br>%{{y:.1f}}% of reused tokens"
+            "<br>%{customdata:,} tokens<extra></extra>"
+        ),
+    )
+
+
 def segments_figure(report: dict) -> dict | None:
     """Hot / occasional / one-off material by kind (in the largest window, the last one when
     windows are in increasing order) and each one's share of the reused tokens; None when
     the report has no segment view (pre-hashed traces: segments None or absent)."""
-    windows = report.get("windows") or []
-    if not windows:
-        return None
-    # the largest window, like the engine's segment tables; the last of equals
-    window = max(reversed(windows), key=lambda w: w["window_s"])
-    if not window.get("segments"):
+    window = _hot_window(report)
+    if window is None:
         return None
     segments = window["segments"]
     kinds = [k for k in KINDS if k in segments] + [k for k in segments if k not in KINDS]
-    classes = list(CLASS_COLOURS)
     reused_total = sum(
         cell.get("reused_tokens", 0) for by_class in segments.values() for cell in by_class.values()
     )
@@ -48,49 +91,10 @@ def segments_figure(report: dict) -> dict | None:
         subplot_titles=("tokens sent (all occurrences)", f"share of reused tokens (≤ {name})"),
         horizontal_spacing=0.12,
     )
-    for klass in classes:
-        label = CLASS_LABELS.get(klass, klass)
-        colour = CLASS_COLOURS.get(klass, MUTED)
+    for klass in CLASS_COLOURS:
         cells = [segments[k].get(klass, {}) for k in kinds]
-        fig.add_trace(
-            go.Bar(
-                x=kinds,
-                y=[c.get("total_tokens", 0) for c in cells],
-                customdata=[[c.get("count", 0), c.get("unique_tokens", 0)] for c in cells],
-                name=label,
-                uid=f"tokens-{klass}",
-                legendgroup=klass,
-                marker={"color": colour},
-                hovertemplate=(
-                    f"%{{x}}, {label}<br>%{{y:,}} tokens sent<br>%{{customdata[0]:,}} segments,"
-                    " %{customdata[1]:,} unique tokens<extra></extra>"
-                ),
-            ),
-            row=1,
-            col=1,
-        )
-        shares = [
-            (percent(c.get("reused_tokens", 0) / reused_total) if reused_total else 0.0)
-            for c in cells
-        ]
-        fig.add_trace(
-            go.Bar(
-                x=kinds,
-                y=shares,
-                customdata=[c.get("reused_tokens", 0) for c in cells],
-                name=label,
-                uid=f"share-{klass}",
-                legendgroup=klass,
-                showlegend=False,
-                marker={"color": colour},
-                hovertemplate=(
-                    f"%{{x}}, {label}<br>%{{y:.1f}}% of reused tokens"
-                    "<br>%{customdata:,} tokens<extra></extra>"
-                ),
-            ),
-            row=1,
-            col=2,
-        )
+        fig.add_trace(_tokens_bar(kinds, klass, cells), row=1, col=1)
+        fig.add_trace(_share_bar(kinds, klass, cells, reused_total), row=1, col=2)
     # subplot titles sit above the panels: the legend goes to the side
     style(
         fig,
@@ -104,6 +108,88 @@ def segments_figure(report: dict) -> dict | None:
     return to_dict(fig)
 
 
+GPU_X, HOST_X = "GPU (per replica)", "Host RAM"
+RESERVE_COLOURS = ("#b8c0cc", "#a3adbb", "#8d99ae", "#78849a", "#647087", "#505c73")
+# a capacity line of the budgets figure: (bar index, bar name, bytes, label)
+Capacity = tuple[int, str, int, str]
+
+
+def _budget_bar(x: str, nbytes: int, name: str, uid: str, colour: str) -> go.Bar:
+    return go.Bar(
+        x=[x],
+        y=[gib(nbytes)],
+        name=name,
+        uid=uid,
+        marker={"color": colour},
+        hovertemplate=f"{name}: %{{y:.2f}} GiB<extra>%{{x}}</extra>",
+    )
+
+
+def _budget_bars(budgets: dict, host: dict | None) -> list[go.Bar]:
+    """Weights and active KV stacked on the GPU; reusable blocks and reserves in host RAM."""
+    active = f"active KV ({budgets['concurrent_sequences']} × {budgets['context_tokens']:,} tokens)"
+    bars = [
+        _budget_bar(GPU_X, budgets["weights_bytes"], "model weights", "weights", PALETTE[4]),
+        _budget_bar(GPU_X, budgets["active_kv_bytes"], active, "active_kv", PALETTE[2]),
+        _budget_bar(
+            HOST_X,
+            budgets["host_reusable_bytes"],
+            "reusable KV blocks",
+            "host_reusable",
+            PALETTE[0],
+        ),
+    ]
+    if host is not None:
+        for i, (name, nbytes) in enumerate((host.get("reserves_bytes") or {}).items()):
+            label = f"reserve: {name.replace('_', ' ')}"
+            colour = RESERVE_COLOURS[i % len(RESERVE_COLOURS)]
+            bars.append(_budget_bar(HOST_X, nbytes, label, f"reserve-{name}", colour))
+    return bars
+
+
+def _capacities(budgets: dict, host: dict | None) -> list[Capacity]:
+    gpus = budgets.get("gpus", 1)
+    gpu_label = f"GPU memory ({gpus} GPU{'s' if gpus != 1 else ''})"
+    capacities = [(0, GPU_X, budgets["gpu_total_bytes"], gpu_label)]
+    if host is not None:
+        capacities.append((1, HOST_X, host["host_ram_bytes"], "host RAM"))
+    return capacities
+
+
+def _capacity_line(index: int, nbytes: int, label: str) -> dict:
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "y",
+        "x0": index - 0.45,
+        "x1": index + 0.45,
+        "y0": gib(nbytes),
+        "y1": gib(nbytes),
+        "line": {"color": INK, "width": 2.5, "dash": "dash"},
+        "label": {
+            "text": f"{label}: {gib_number(nbytes)} GiB",
+            "textposition": "middle",
+            "yanchor": "bottom",
+            "font": {"size": 11, "color": INK},
+        },
+    }
+
+
+def _capacity_hover(capacities: list[Capacity]) -> go.Scatter:
+    # the dashed lines do not hover: a near-invisible marker on each one does
+    return go.Scatter(
+        x=[x for _, x, _, _ in capacities],
+        y=[gib(nbytes) for _, _, nbytes, _ in capacities],
+        text=[label for _, _, _, label in capacities],
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 1, "color": INK},
+        name="capacity",
+        uid="capacity",
+        showlegend=False,
+        hovertemplate="%{text}: %{y:.2f} GiB<extra></extra>",
+    )
+
+
 def budgets_figure(report: dict) -> dict | None:
     """The GPU (weights + active KV) and host RAM (reusable blocks + reserves) budgets as two
     stacked bars, each against its capacity; None without budgets."""
@@ -111,78 +197,19 @@ def budgets_figure(report: dict) -> dict | None:
     if not budgets:
         return None
     host = (report.get("recommendation") or {}).get("host")
-    gpu_x, host_x = "GPU (per replica)", "Host RAM"
     fig = go.Figure()
-
-    def bar(x: str, nbytes: int, name: str, uid: str, colour: str) -> None:
-        fig.add_trace(
-            go.Bar(
-                x=[x],
-                y=[gib(nbytes)],
-                name=name,
-                uid=uid,
-                marker={"color": colour},
-                hovertemplate=f"{name}: %{{y:.2f}} GiB<extra>%{{x}}</extra>",
-            )
-        )
-
-    bar(gpu_x, budgets["weights_bytes"], "model weights", "weights", PALETTE[4])
-    active = f"active KV ({budgets['concurrent_sequences']} × {budgets['context_tokens']:,} tokens)"
-    bar(gpu_x, budgets["active_kv_bytes"], active, "active_kv", PALETTE[2])
-    bar(host_x, budgets["host_reusable_bytes"], "reusable KV blocks", "host_reusable", PALETTE[0])
-    reserve_colours = ("#b8c0cc", "#a3adbb", "#8d99ae", "#78849a", "#647087", "#505c73")
-    if host is not None:
-        for i, (name, nbytes) in enumerate((host.get("reserves_bytes") or {}).items()):
-            label = f"reserve: {name.replace('_', ' ')}"
-            colour = reserve_colours[i % len(reserve_colours)]
-            bar(host_x, nbytes, label, f"reserve-{name}", colour)
-    gpus = budgets.get("gpus", 1)
-    gpu_label = f"GPU memory ({gpus} GPU{'s' if gpus != 1 else ''})"
-    capacities = [(0, gpu_x, budgets["gpu_total_bytes"], gpu_label)]
-    if host is not None:
-        capacities.append((1, host_x, host["host_ram_bytes"], "host RAM"))
-    shapes = []
-    for index, _x, nbytes, label in capacities:
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "y",
-                "x0": index - 0.45,
-                "x1": index + 0.45,
-                "y0": gib(nbytes),
-                "y1": gib(nbytes),
-                "line": {"color": INK, "width": 2.5, "dash": "dash"},
-                "label": {
-                    "text": f"{label}: {gib_number(nbytes)} GiB",
-                    "textposition": "middle",
-                    "yanchor": "bottom",
-                    "font": {"size": 11, "color": INK},
-                },
-            }
-        )
-    # the dashed lines do not hover: a near-invisible marker on each one does
-    fig.add_trace(
-        go.Scatter(
-            x=[x for _, x, _, _ in capacities],
-            y=[gib(nbytes) for _, _, nbytes, _ in capacities],
-            text=[label for _, _, _, label in capacities],
-            mode="markers",
-            marker={"symbol": "line-ew-open", "size": 1, "color": INK},
-            name="capacity",
-            uid="capacity",
-            showlegend=False,
-            hovertemplate="%{text}: %{y:.2f} GiB<extra></extra>",
-        )
-    )
+    for bar in _budget_bars(budgets, host):
+        fig.add_trace(bar)
+    capacities = _capacities(budgets, host)
+    fig.add_trace(_capacity_hover(capacities))
     style(
         fig,
         "Memory budgets: GPU per replica and host RAM",
         barmode="stack",
         bargap=0.35,
-        xaxis={"title": {"text": ""}, "categoryorder": "array", "categoryarray": [gpu_x, host_x]},
+        xaxis={"title": {"text": ""}, "categoryorder": "array", "categoryarray": [GPU_X, HOST_X]},
         yaxis={"title": {"text": "GiB"}, "rangemode": "tozero"},
-        shapes=shapes,
+        shapes=[_capacity_line(index, nbytes, label) for index, _x, nbytes, label in capacities],
         legend=SIDE_LEGEND,
         margin={**MARGIN, "r": 200},
     )

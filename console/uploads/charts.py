@@ -57,82 +57,92 @@ def _recommended_text(report: dict) -> str:
     )
 
 
+def _curve_trace(xs: list[float], ys: list[float]) -> go.Scatter:
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="lines",
+        name="LRU hit ratio",
+        uid="curve",
+        line={"color": PALETTE[0], "width": 2.5},
+        hovertemplate="%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit<extra></extra>",
+    )
+
+
+def _unresolved_trace(report: dict, unresolved: list[dict]) -> go.Scatter:
+    """The capacities a SHARDS-sampled curve cannot resolve (below 100 / R slots)."""
+    return go.Scatter(
+        x=[gib(p["capacity_bytes"]) for p in unresolved],
+        y=[percent(p["hit_ratio"]) for p in unresolved],
+        mode="markers",
+        name=f"unresolved (sampled at {report.get('mrc_sampling_rate'):g})",
+        uid="unresolved",
+        marker={"color": MUTED, "symbol": "x", "size": 6},
+        hovertemplate="%{x:.2f} GiB: below 100/R slots, not resolved<extra></extra>",
+    )
+
+
+def _level_trace(span: list[float], ratio: float, name: str, uid: str, line: dict) -> go.Scatter:
+    """A horizontal line across the curve's capacities at one hit ratio."""
+    return go.Scatter(
+        x=span,
+        y=[percent(ratio)] * 2,
+        mode="lines",
+        name=name,
+        uid=uid,
+        line=line,
+        hovertemplate=f"{name}: %{{y:.1f}}%<extra></extra>",
+    )
+
+
+def _recommended_trace(report: dict) -> go.Scatter:
+    rec = report["recommendation"]
+    return go.Scatter(
+        x=[gib(rec["capacity_bytes"])],
+        y=[percent(rec["hit_ratio"])],
+        mode="markers+text",
+        name="recommended",
+        uid="recommended",
+        text=[_recommended_text(report)],
+        textposition="bottom right",
+        textfont={"color": PALETTE[1]},
+        marker={"color": PALETTE[1], "size": 11, "line": {"color": "#fff", "width": 1.5}},
+        cliponaxis=False,
+        hovertemplate="recommended: %{x:.2f} GiB<br>%{y:.1f}% hit<extra></extra>",
+    )
+
+
+def _level_traces(report: dict, xs: list[float]) -> list[go.Scatter]:
+    """The ceiling the recommendation aims under, and the infinite-cache hit ratio when a
+    lifetime makes the two differ."""
+    rec = report["recommendation"]
+    positive = [x for x in xs if x > 0]
+    span = [positive[0], positive[-1]] if positive else [1 / 1024, 1]
+    lifetime = rec.get("lifetime_s")
+    ceiling_name = "ceiling" if lifetime is None else f"ceiling (lifetime {window_name(lifetime)})"
+    ceiling_line = {"color": INK, "dash": "dash", "width": 1.5}
+    traces = [_level_trace(span, rec["ceiling"], ceiling_name, "ceiling", ceiling_line)]
+    infinite = report.get("infinite_hit_ratio")
+    if infinite is not None and abs(infinite - rec["ceiling"]) > 1e-12:
+        infinite_line = {"color": MUTED, "dash": "dot", "width": 1.5}
+        traces.append(_level_trace(span, infinite, "infinite cache", "infinite", infinite_line))
+    return traces
+
+
 def mrc_figure(report: dict) -> dict:
     """The hit-ratio curve: token hit ratio (%) vs cache capacity (GiB, log axis), with the
     ceiling the recommendation aims under (the hit ratio of an unbounded cache within the
     block lifetime, if any), the infinite-cache hit ratio when a lifetime makes it differ,
     and the recommended point."""
-    rec = report["recommendation"]
     xs, ys = _curve_xy(report)
     fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            name="LRU hit ratio",
-            uid="curve",
-            line={"color": PALETTE[0], "width": 2.5},
-            hovertemplate="%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit<extra></extra>",
-        )
-    )
+    fig.add_trace(_curve_trace(xs, ys))
     unresolved = [p for p in report["mrc"] if p.get("resolved") is False]
     if unresolved:  # a SHARDS-sampled curve is noise below 100 / R slots: say so on it
-        rate = report.get("mrc_sampling_rate")
-        fig.add_trace(
-            go.Scatter(
-                x=[gib(p["capacity_bytes"]) for p in unresolved],
-                y=[percent(p["hit_ratio"]) for p in unresolved],
-                mode="markers",
-                name=f"unresolved (sampled at {rate:g})",
-                uid="unresolved",
-                marker={"color": MUTED, "symbol": "x", "size": 6},
-                hovertemplate="%{x:.2f} GiB: below 100/R slots, not resolved<extra></extra>",
-            )
-        )
-    positive = [x for x in xs if x > 0]
-    span = [positive[0], positive[-1]] if positive else [1 / 1024, 1]
-    lifetime = rec.get("lifetime_s")
-    ceiling_name = "ceiling" if lifetime is None else f"ceiling (lifetime {window_name(lifetime)})"
-    fig.add_trace(
-        go.Scatter(
-            x=span,
-            y=[percent(rec["ceiling"])] * 2,
-            mode="lines",
-            name=ceiling_name,
-            uid="ceiling",
-            line={"color": INK, "dash": "dash", "width": 1.5},
-            hovertemplate=f"{ceiling_name}: %{{y:.1f}}%<extra></extra>",
-        )
-    )
-    infinite = report.get("infinite_hit_ratio")
-    if infinite is not None and abs(infinite - rec["ceiling"]) > 1e-12:
-        fig.add_trace(
-            go.Scatter(
-                x=span,
-                y=[percent(infinite)] * 2,
-                mode="lines",
-                name="infinite cache",
-                uid="infinite",
-                line={"color": MUTED, "dash": "dot", "width": 1.5},
-                hovertemplate="infinite cache: %{y:.1f}%<extra></extra>",
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=[gib(rec["capacity_bytes"])],
-            y=[percent(rec["hit_ratio"])],
-            mode="markers+text",
-            name="recommended",
-            uid="recommended",
-            text=[_recommended_text(report)],
-            textposition="bottom right",
-            textfont={"color": PALETTE[1]},
-            marker={"color": PALETTE[1], "size": 11, "line": {"color": "#fff", "width": 1.5}},
-            cliponaxis=False,
-            hovertemplate="recommended: %{x:.2f} GiB<br>%{y:.1f}% hit<extra></extra>",
-        )
-    )
+        fig.add_trace(_unresolved_trace(report, unresolved))
+    for trace in _level_traces(report, xs):
+        fig.add_trace(trace)
+    fig.add_trace(_recommended_trace(report))
     # the curve's one name on every page and download: the hit-ratio curve (its x axis is
     # the cache's capacity; host RAM adds headroom and copies to it)
     title = "Hit-ratio curve (exact LRU)"
@@ -194,6 +204,66 @@ def working_set_figure(report: dict) -> dict:
     return to_dict(fig)
 
 
+def _reuse_trace(edges: list[float], tokens: list[int]) -> go.Scatter:
+    return go.Scatter(
+        # the value of bin i holds from edges[i] to edges[i+1] (shape hv)
+        x=edges,
+        y=[*tokens, tokens[-1]],
+        customdata=[*edges[1:], edges[-1]],
+        mode="lines",
+        line={"shape": "hv", "color": PALETTE[0], "width": 1.5},
+        fill="tozeroy",
+        name="tokens reused",
+        uid="reuse",
+        hovertemplate="reused after %{x:.3g}–%{customdata:.3g} s<br>%{y:,} tokens<extra></extra>",
+    )
+
+
+def _window_line(window_s: float) -> dict:
+    # shapes take data values on a log axis (annotations take log10 of them)
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": window_s,
+        "x1": window_s,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": MUTED, "dash": "dash", "width": 1},
+    }
+
+
+def _window_label(window_s: float) -> dict:
+    return {
+        "xref": "x",
+        "yref": "paper",
+        "x": math.log10(window_s),
+        "y": 1,
+        "xanchor": "left",
+        "yanchor": "top",
+        "xshift": 3,
+        "showarrow": False,
+        "text": window_name(window_s),
+        "font": {"color": MUTED, "size": 11},
+    }
+
+
+def _first_reference_note(first: int) -> dict:
+    return {
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0,
+        "y": 1,
+        "xanchor": "left",
+        "yanchor": "top",
+        "showarrow": False,
+        "align": "left",
+        "text": f"not shown: {first:,} tokens in first references (no reuse)",
+        "font": {"color": MUTED, "size": 11},
+        "bgcolor": "rgba(255,255,255,0.8)",
+    }
+
+
 def reuse_figure(report: dict) -> dict:
     """Token-weighted reuse-time distribution on the report's log-spaced bins, as a step
     outline (exact bin edges on a log axis), with the windows marked."""
@@ -202,70 +272,15 @@ def reuse_figure(report: dict) -> dict:
     tokens = list(hist.get("tokens") or [])
     fig = go.Figure()
     if edges and tokens:
-        fig.add_trace(
-            go.Scatter(
-                # the value of bin i holds from edges[i] to edges[i+1] (shape hv)
-                x=edges,
-                y=[*tokens, tokens[-1]],
-                customdata=[*edges[1:], edges[-1]],
-                mode="lines",
-                line={"shape": "hv", "color": PALETTE[0], "width": 1.5},
-                fill="tozeroy",
-                name="tokens reused",
-                uid="reuse",
-                hovertemplate=(
-                    "reused after %{x:.3g}–%{customdata:.3g} s<br>%{y:,} tokens<extra></extra>"
-                ),
-            )
-        )
-    shapes, annotations = [], []
-    for window_s in (report.get("params") or {}).get("windows_s") or [
+        fig.add_trace(_reuse_trace(edges, tokens))
+    windows_s = (report.get("params") or {}).get("windows_s") or [
         w["window_s"] for w in report.get("windows") or []
-    ]:
-        # shapes take data values on a log axis, annotations take log10 of them
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": window_s,
-                "x1": window_s,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": MUTED, "dash": "dash", "width": 1},
-            }
-        )
-        annotations.append(
-            {
-                "xref": "x",
-                "yref": "paper",
-                "x": math.log10(window_s),
-                "y": 1,
-                "xanchor": "left",
-                "yanchor": "top",
-                "xshift": 3,
-                "showarrow": False,
-                "text": window_name(window_s),
-                "font": {"color": MUTED, "size": 11},
-            }
-        )
+    ]
+    shapes = [_window_line(window_s) for window_s in windows_s]
+    annotations = [_window_label(window_s) for window_s in windows_s]
     first = hist.get("first_reference_tokens")
     if first is not None:
-        annotations.append(
-            {
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0,
-                "y": 1,
-                "xanchor": "left",
-                "yanchor": "top",
-                "showarrow": False,
-                "align": "left",
-                "text": f"not shown: {first:,} tokens in first references (no reuse)",
-                "font": {"color": MUTED, "size": 11},
-                "bgcolor": "rgba(255,255,255,0.8)",
-            }
-        )
+        annotations.append(_first_reference_note(first))
     style(
         fig,
         "When blocks come back: reuse time, weighted by tokens",

@@ -22,17 +22,11 @@ from console.models import Analysis, JobStatus, Upload
 from console.roles import analyst_required, can_analyze, reader_required
 from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
+from console.uploads.analysis_forms import AnalysisForm, analysis_initial
 from console.uploads.figures import page_figures
-from console.uploads.forms import (
-    AnalysisForm,
-    OffloadForm,
-    ReplayForm,
-    RetryForm,
-    UploadForm,
-    analysis_initial,
-    block_sizes_initial,
-)
+from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
+from console.uploads.page_forms import OffloadForm, ReplayForm
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.web import attachment, download, is_id

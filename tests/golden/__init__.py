@@ -7,5 +7,6 @@ Rewrite them only for a change that means to alter a number, with
 
     KVSCOPE_HASH_KEY=golden-reports-fixed-key .venv/bin/python -m tests.golden
 
-and say in the commit which numbers moved and why.
+and say in the commit which numbers moved and why. The figures drawn from them are pinned
+the same way in figures-*.json (tests/golden/figures.py says how to rewrite those).
 """

@@ -41,93 +41,116 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
     )
 
 
+# The command's options by group; add_arguments adds them (and --save-stream last) in the
+# order --help lists them.
+
+
+def add_input_arguments(parser: CommandParser) -> None:
+    """What to read and where to write the report."""
+    parser.add_argument("logs", nargs="+", metavar="LOG", help="log files (plain or .gz)")
+    parser.add_argument(
+        "--json",
+        required=True,
+        metavar="OUT.json",
+        help="where to write the report ('-' for stdout)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="auto")
+    parser.add_argument(
+        "--block-tokens",
+        type=int,
+        default=None,
+        metavar="B",
+        help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat, "
+        f"{DEFAULT_BLOCK_TOKENS['mooncake']} for traces)",
+    )
+
+
+def add_analysis_arguments(parser: CommandParser) -> None:
+    """The parameters of the analysis: windows, the model's KV profile, the recommendation."""
+    parser.add_argument(
+        "--window",
+        type=float,
+        action="append",
+        metavar="SECONDS",
+        help=f"reuse window, repeatable (default {' '.join(f'{w:g}' for w in DEFAULTS.windows_s)})",
+    )
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument(
+        "--model",
+        default=DEFAULT_PROFILE,
+        choices=sorted(PRESETS),
+        metavar="NAME",
+        help=f"KV profile preset: {', '.join(PRESETS)}",
+    )
+    model.add_argument(
+        "--model-config",
+        metavar="config.json",
+        help="a Hugging Face config.json instead of a preset",
+    )
+    parser.add_argument(
+        "--kv-dtype",
+        choices=sorted(DTYPE_BYTES),
+        default=None,
+        help="KV element type (default: the model's)",
+    )
+    parser.add_argument("--scope", choices=SCOPES, default=DEFAULTS.scope)
+    parser.add_argument("--lifetime", type=float, default=None, metavar="SECONDS")
+    parser.add_argument("--target", type=float, default=DEFAULTS.target)
+    parser.add_argument("--headroom", type=float, default=DEFAULTS.headroom)
+    parser.add_argument("--tp", type=int, default=DEFAULTS.tp)
+    parser.add_argument("--min-reuses", type=int, default=DEFAULTS.min_reuses)
+    parser.add_argument("--doc-min-tokens", type=int, default=DEFAULTS.doc_min_tokens)
+
+
+def add_reading_arguments(parser: CommandParser) -> None:
+    """How lines are read: the tokenizer, a trace's last block, segment previews."""
+    parser.add_argument("--encoding", default=IngestOptions.encoding)
+    parser.add_argument(
+        "--tiktoken-dir",
+        default=None,
+        help="folder with <encoding>.tiktoken files (no download)",
+    )
+    parser.add_argument(
+        "--trace-tails",
+        choices=("cached", "uncached"),
+        default="cached",
+        help="pre-hashed traces: a partial last block is cached (Mooncake's convention) "
+        "or an uncached tail (vLLM's; use it for kvscope's own replay exports)",
+    )
+    parser.add_argument(
+        "--previews",
+        action="store_true",
+        help="keep the first characters of each segment in the report",
+    )
+
+
+def add_host_arguments(parser: CommandParser) -> None:
+    """The host RAM to check the recommendation against, and what it keeps for other uses."""
+    parser.add_argument(
+        "--host-ram-gib",
+        type=float,
+        default=None,
+        help="host RAM, to check the recommendation against",
+    )
+    for name in HOST_RESERVES:
+        parser.add_argument(
+            f"--reserve-{name.replace('_', '-')}-gib",
+            type=float,
+            default=0.0,
+            dest=f"reserve_{name}",
+            help=f"host RAM reserved for {name.replace('_', ' ')}",
+        )
+
+
 class Command(BaseCommand):
     help = "Analyze request logs and write the working-set report as JSON."
     requires_system_checks: list = []  # pure computation: no need to check URLs or models
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("logs", nargs="+", metavar="LOG", help="log files (plain or .gz)")
-        parser.add_argument(
-            "--json",
-            required=True,
-            metavar="OUT.json",
-            help="where to write the report ('-' for stdout)",
-        )
-        parser.add_argument("--format", choices=FORMATS, default="auto")
-        parser.add_argument(
-            "--block-tokens",
-            type=int,
-            default=None,
-            metavar="B",
-            help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat, "
-            f"{DEFAULT_BLOCK_TOKENS['mooncake']} for traces)",
-        )
-        parser.add_argument(
-            "--window",
-            type=float,
-            action="append",
-            metavar="SECONDS",
-            help="reuse window, repeatable (default "
-            f"{' '.join(f'{w:g}' for w in DEFAULTS.windows_s)})",
-        )
-        model = parser.add_mutually_exclusive_group()
-        model.add_argument(
-            "--model",
-            default=DEFAULT_PROFILE,
-            choices=sorted(PRESETS),
-            metavar="NAME",
-            help=f"KV profile preset: {', '.join(PRESETS)}",
-        )
-        model.add_argument(
-            "--model-config",
-            metavar="config.json",
-            help="a Hugging Face config.json instead of a preset",
-        )
-        parser.add_argument(
-            "--kv-dtype",
-            choices=sorted(DTYPE_BYTES),
-            default=None,
-            help="KV element type (default: the model's)",
-        )
-        parser.add_argument("--scope", choices=SCOPES, default=DEFAULTS.scope)
-        parser.add_argument("--lifetime", type=float, default=None, metavar="SECONDS")
-        parser.add_argument("--target", type=float, default=DEFAULTS.target)
-        parser.add_argument("--headroom", type=float, default=DEFAULTS.headroom)
-        parser.add_argument("--tp", type=int, default=DEFAULTS.tp)
-        parser.add_argument("--min-reuses", type=int, default=DEFAULTS.min_reuses)
-        parser.add_argument("--doc-min-tokens", type=int, default=DEFAULTS.doc_min_tokens)
-        parser.add_argument("--encoding", default=IngestOptions.encoding)
-        parser.add_argument(
-            "--tiktoken-dir",
-            default=None,
-            help="folder with <encoding>.tiktoken files (no download)",
-        )
-        parser.add_argument(
-            "--trace-tails",
-            choices=("cached", "uncached"),
-            default="cached",
-            help="pre-hashed traces: a partial last block is cached (Mooncake's convention) "
-            "or an uncached tail (vLLM's; use it for kvscope's own replay exports)",
-        )
-        parser.add_argument(
-            "--previews",
-            action="store_true",
-            help="keep the first characters of each segment in the report",
-        )
-        parser.add_argument(
-            "--host-ram-gib",
-            type=float,
-            default=None,
-            help="host RAM, to check the recommendation against",
-        )
-        for name in HOST_RESERVES:
-            parser.add_argument(
-                f"--reserve-{name.replace('_', '-')}-gib",
-                type=float,
-                default=0.0,
-                dest=f"reserve_{name}",
-                help=f"host RAM reserved for {name.replace('_', ' ')}",
-            )
+        add_input_arguments(parser)
+        add_analysis_arguments(parser)
+        add_reading_arguments(parser)
+        add_host_arguments(parser)
         parser.add_argument(
             "--save-stream",
             metavar="DIR",

@@ -1,0 +1,187 @@
+"""The analysis form: the parameters of an analysis, validated and kept as plain JSON so an
+analysis can be re-run and compared later."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from django import forms
+
+from analysis.budgets import WEIGHT_DTYPE_BYTES
+from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
+from analysis.profiles import profile_from_config as parse_model_config
+from analysis.reuse import SCOPES
+
+# one field per host reserve of analysis.metrics.HOST_RESERVES
+RESERVE_LABELS = {
+    "os": "Operating system",
+    "page_cache": "Page cache",
+    "tokenizers": "Tokenizers",
+    "request_buffers": "Request buffers",
+    "serving_process": "Serving process",
+    "cache_process": "Separate cache process (e.g. LMCache server)",
+}
+
+
+# Upper bounds of the analysis form. Past them a number means nothing for a serving node and
+# could overflow what the engine stores (64-bit integers of bytes, microseconds); within
+# them every product the engine forms stays below 2**63 (e.g. 65,536 sequences * 10 M
+# tokens * 64 ranks of DeepSeek-V3's 70,272 bytes per token is ~3e18).
+MAX_SECONDS = 1e9  # ~31 years, for windows and lifetimes
+MAX_HOST_GIB = 1024**2  # 1 PiB of host RAM or of any reserve
+MAX_GPU_GIB = 4096  # per GPU
+MAX_PARAMS_B = 100_000  # 100 T parameters
+MAX_SEQUENCES = 65_536
+MAX_CONTEXT_TOKENS = 10 * 1024**2
+MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
+
+
+def _windows(value: str) -> list[float]:
+    try:
+        windows = [float(part) for part in value.replace(",", " ").split()]
+    except ValueError:
+        raise forms.ValidationError("Windows are seconds, e.g. “300 3600 86400”.") from None
+    # float() reads "inf" and "nan" too: neither is a window
+    if not windows or any(not math.isfinite(w) or w <= 0 for w in windows):
+        raise forms.ValidationError("Give one or more positive windows in seconds.")
+    if max(windows) > MAX_SECONDS:
+        raise forms.ValidationError(f"A window is at most {MAX_SECONDS:,.0f} s (about 31 years).")
+    if len(windows) > 6:
+        raise forms.ValidationError("At most 6 windows.")
+    return sorted(set(windows))
+
+
+class AnalysisForm(forms.Form):
+    """Parameters of an analysis. Sizes are in GiB on the form, as people think of RAM."""
+
+    block_tokens = forms.TypedChoiceField(coerce=int, label="Block size (tokens)")
+    model = forms.ChoiceField(
+        choices=[(name, name) for name in PRESETS], initial=DEFAULT_PROFILE, label="Model"
+    )
+    model_config = forms.FileField(
+        required=False,
+        label="…or a Hugging Face config.json",
+        help_text="Overrides the preset: layers, KV heads, head_dim (or MLA fields).",
+    )
+    kv_dtype = forms.ChoiceField(
+        choices=[("", "The model's own")] + [(d, d.upper()) for d in DTYPE_BYTES],
+        required=False,
+        label="KV dtype",
+    )
+    windows = forms.CharField(initial="300 3600 86400", label="Reuse windows (s)")
+    scope = forms.ChoiceField(
+        choices=[(s, s) for s in SCOPES], initial="global", label="Sharing scope"
+    )
+    lifetime = forms.FloatField(
+        required=False,
+        min_value=1,
+        max_value=MAX_SECONDS,
+        label="Block lifetime (s)",
+        help_text="Leave empty for no lifetime.",
+    )
+    target = forms.FloatField(
+        initial=0.9, min_value=0.01, max_value=1, label="Target share of the ceiling"
+    )
+    headroom = forms.FloatField(initial=0.1, min_value=0, max_value=5, label="Headroom")
+    tp = forms.IntegerField(initial=1, min_value=1, max_value=64, label="Tensor-parallel ranks")
+    min_reuses = forms.IntegerField(
+        initial=2, min_value=1, max_value=MAX_COUNT, label="Reuses to call a segment hot"
+    )
+    doc_min_tokens = forms.IntegerField(
+        initial=512,
+        min_value=1,
+        max_value=MAX_COUNT,
+        label="Tokens for a message to count as a document",
+    )
+    host_ram_gib = forms.FloatField(
+        required=False, min_value=0, max_value=MAX_HOST_GIB, label="Host RAM (GiB)"
+    )
+    gpu_memory_gib = forms.FloatField(
+        required=False, min_value=1, max_value=MAX_GPU_GIB, label="GPU memory (GiB)"
+    )
+    weight_dtype = forms.ChoiceField(
+        choices=[(d, d) for d in WEIGHT_DTYPE_BYTES], initial="bf16", label="Weight dtype"
+    )
+    params_b = forms.FloatField(
+        required=False,
+        min_value=0.01,
+        max_value=MAX_PARAMS_B,
+        label="Parameters (billions)",
+        help_text="Empty: the preset's.",
+    )
+    concurrent_sequences = forms.IntegerField(
+        initial=32, min_value=0, max_value=MAX_SEQUENCES, label="Concurrent sequences"
+    )
+    context_tokens = forms.IntegerField(
+        initial=8192, min_value=0, max_value=MAX_CONTEXT_TOKENS, label="Context per sequence"
+    )
+
+    def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, label in RESERVE_LABELS.items():
+            self.fields[f"reserve_{name}_gib"] = forms.FloatField(
+                required=False, min_value=0, max_value=MAX_HOST_GIB, label=f"{label} (GiB)"
+            )
+        sizes = block_sizes or [256]
+        self.fields["block_tokens"].choices = [(b, str(b)) for b in sizes]
+        self.fields["block_tokens"].initial = sizes[0]
+
+    def clean_windows(self):
+        return _windows(self.cleaned_data["windows"])
+
+    def clean_model_config(self):
+        upload = self.cleaned_data.get("model_config")
+        if not upload:
+            return None
+        if upload.size > 1024 * 1024:
+            raise forms.ValidationError("A config.json is small; this file is over 1 MiB.")
+        try:
+            config = json.loads(upload.read())
+            parse_model_config(config, upload.name)
+        except (ValueError, ProfileError, UnicodeDecodeError) as exc:
+            raise forms.ValidationError(f"Not a usable config.json: {exc}") from None
+        return config
+
+    def clean(self):
+        data = super().clean()
+        # the ranks must share the model's KV heads evenly (metrics.md section 8): said at
+        # the tp field rather than as a failed analysis
+        tp, config = data.get("tp"), data.get("model_config")
+        if tp is not None and "tp" not in self.errors and (config or data.get("model")):
+            try:
+                profile = parse_model_config(config) if config else preset(data["model"])
+                profile.check_tp(tp)
+            except (ProfileError, ValueError) as exc:
+                self.add_error("tp", str(exc))
+        self._check_reserves_fit(data)
+        return data
+
+    def _check_reserves_fit(self, data: dict) -> None:
+        """Reserves that take the whole host leave no RAM for KV blocks: said at the host
+        RAM field, not shown later as a negative amount available."""
+        host = data.get("host_ram_gib")
+        reserves = sum(data.get(f"reserve_{name}_gib") or 0.0 for name in RESERVE_LABELS)
+        if host is not None and reserves >= host > 0:
+            self.add_error(
+                "host_ram_gib",
+                f"The reserves ({reserves:,.2f} GiB) take all of the host RAM "
+                f"({host:,.2f} GiB): nothing is left for KV blocks. Lower the reserves or "
+                "give the host's real RAM.",
+            )
+
+    def params(self) -> dict:
+        """The cleaned values as JSON-ready parameters (console.engine reads them)."""
+        data = dict(self.cleaned_data)
+        data.pop("block_tokens")
+        if data.get("model_config"):
+            data["model"] = "config.json"  # the label lists and comparisons show
+        return data
+
+
+def analysis_initial(params: dict, block_tokens: int) -> dict:
+    """Form values from a stored analysis, to re-run it with changes."""
+    initial = {k: v for k, v in params.items() if k != "model_config"}
+    initial["windows"] = " ".join(f"{w:g}" for w in params.get("windows", []))
+    initial["block_tokens"] = block_tokens
+    return initial
