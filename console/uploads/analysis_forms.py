@@ -8,7 +8,8 @@ import math
 
 from django import forms
 
-from analysis.budgets import WEIGHT_DTYPE_BYTES
+from analysis.budgets import WEIGHT_DTYPE_BYTES, ServingShape
+from analysis.params import DEFAULTS
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
@@ -69,9 +70,11 @@ class AnalysisForm(forms.Form):
         required=False,
         label="KV dtype",
     )
-    windows = forms.CharField(initial="300 3600 86400", label="Reuse windows (s)")
+    windows = forms.CharField(
+        initial=" ".join(f"{w:g}" for w in DEFAULTS.windows_s), label="Reuse windows (s)"
+    )
     scope = forms.ChoiceField(
-        choices=[(s, s) for s in SCOPES], initial="global", label="Sharing scope"
+        choices=[(s, s) for s in SCOPES], initial=DEFAULTS.scope, label="Sharing scope"
     )
     lifetime = forms.FloatField(
         required=False,
@@ -81,15 +84,22 @@ class AnalysisForm(forms.Form):
         help_text="Leave empty for no lifetime.",
     )
     target = forms.FloatField(
-        initial=0.9, min_value=0.01, max_value=1, label="Target share of the ceiling"
+        initial=DEFAULTS.target, min_value=0.01, max_value=1, label="Target share of the ceiling"
     )
-    headroom = forms.FloatField(initial=0.1, min_value=0, max_value=5, label="Headroom")
-    tp = forms.IntegerField(initial=1, min_value=1, max_value=64, label="Tensor-parallel ranks")
+    headroom = forms.FloatField(
+        initial=DEFAULTS.headroom, min_value=0, max_value=5, label="Headroom"
+    )
+    tp = forms.IntegerField(
+        initial=DEFAULTS.tp, min_value=1, max_value=64, label="Tensor-parallel ranks"
+    )
     min_reuses = forms.IntegerField(
-        initial=2, min_value=1, max_value=MAX_COUNT, label="Reuses to call a segment hot"
+        initial=DEFAULTS.min_reuses,
+        min_value=1,
+        max_value=MAX_COUNT,
+        label="Reuses to call a segment hot",
     )
     doc_min_tokens = forms.IntegerField(
-        initial=512,
+        initial=DEFAULTS.doc_min_tokens,
         min_value=1,
         max_value=MAX_COUNT,
         label="Tokens for a message to count as a document",
@@ -101,7 +111,9 @@ class AnalysisForm(forms.Form):
         required=False, min_value=1, max_value=MAX_GPU_GIB, label="GPU memory (GiB)"
     )
     weight_dtype = forms.ChoiceField(
-        choices=[(d, d) for d in WEIGHT_DTYPE_BYTES], initial="bf16", label="Weight dtype"
+        choices=[(d, d) for d in WEIGHT_DTYPE_BYTES],
+        initial=ServingShape.weight_dtype,
+        label="Weight dtype",
     )
     params_b = forms.FloatField(
         required=False,
@@ -111,10 +123,16 @@ class AnalysisForm(forms.Form):
         help_text="Empty: the preset's.",
     )
     concurrent_sequences = forms.IntegerField(
-        initial=32, min_value=0, max_value=MAX_SEQUENCES, label="Concurrent sequences"
+        initial=ServingShape.concurrent_sequences,
+        min_value=0,
+        max_value=MAX_SEQUENCES,
+        label="Concurrent sequences",
     )
     context_tokens = forms.IntegerField(
-        initial=8192, min_value=0, max_value=MAX_CONTEXT_TOKENS, label="Context per sequence"
+        initial=ServingShape.context_tokens,
+        min_value=0,
+        max_value=MAX_CONTEXT_TOKENS,
+        label="Context per sequence",
     )
 
     def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):

@@ -18,7 +18,7 @@ from console.management.commands.analyze import Command, params_from_options
 from console.policies.body import empty_body
 from console.policies.services import rerun_params
 from console.uploads.analyses import DEFAULT_PARAMS
-from console.uploads.forms import AnalysisForm
+from console.uploads.analysis_forms import AnalysisForm
 
 
 def _command_line() -> AnalysisParams:
