@@ -1,5 +1,6 @@
 """The benchmarks pages: the runs and their upload form; the matrix of one model; runs side
-by side; the downloads (a model's runs as CSV, a run's file as uploaded)."""
+by side; the downloads (a model's runs as CSV, a run's file as uploaded). What a page
+draws is computed once per set of runs (console.benchmarks.selectors)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 
 from analysis.benchmarks.slo import Slo
-from console.benchmarks import charts
 from console.benchmarks.exports import runs_csv
 from console.benchmarks.forms import BenchUploadForm, SloForm
 from console.benchmarks.models import BenchRun
+from console.benchmarks.selectors import compare_page, matrix_page
 from console.benchmarks.services import (
     EVERY_RATE,
     BenchUploadError,
     bench_runs_create,
-    comparisons,
-    matrix,
     request_rates,
     runs_table,
 )
@@ -65,13 +64,7 @@ def benchmark_matrix(request: HttpRequest) -> HttpResponse:
     valid = slo_form.is_bound and slo_form.is_valid()
     data = slo_form.cleaned_data if valid else {"p99_ttft_ms": 2000.0, "p99_itl_ms": 100.0}
     slo = Slo(**{k: data.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms")})
-    grid = matrix(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
-    figures = {
-        f"tier-{i}": charts.slo_heatmap(name, tier["rows"], grid["concurrencies"])
-        for i, (name, tier) in enumerate(grid["tiers"].items())
-    }
-    if grid["tiers"]:
-        figures["lines"] = charts.ttft_by_concurrency(grid, slo.p99_ttft_ms)
+    grid, figures = matrix_page(model_name, slo, slo_form.chosen_rate() if valid else EVERY_RATE)
     return render(request, "benchmarks/matrix.html", {
         "model": model_name, "slo_form": slo_form, "slo": slo, "grid": grid,
         "figures": figures, "slo_is_default": not valid})  # fmt: skip
@@ -81,9 +74,7 @@ def benchmark_matrix(request: HttpRequest) -> HttpResponse:
 def benchmark_compare(request: HttpRequest) -> HttpResponse:
     """Runs of one schedule side by side: cold vs warm, offload off vs on."""
     model_name = request.GET.get("model", "")
-    compared = comparisons(model_name)
-    figures = {f"schedule-{i}": charts.ttft_side_by_side(group)
-               for i, group in enumerate(compared)}  # fmt: skip
+    compared, figures = compare_page(model_name)
     return render(request, "benchmarks/compare.html", {
         "model": model_name, "compared": compared, "figures": figures})  # fmt: skip
 

@@ -1,29 +1,21 @@
 """What the uploads wing's pages read: rows, and the few things computed from stored files
 or reports, each computed once and cached by the ids and versions of the rows it comes
-from (Django's cache, console.settings.CACHES), so no page view repeats engine work."""
+from (console.caching), so no page view repeats engine work."""
 
 from __future__ import annotations
 
-import hashlib
-
-from django.core.cache import cache
 from django.db.models import QuerySet
 
 from analysis import BlockStream
 from analysis.replay import ReplayOptions, ReplaySummary
 from analysis.replay import summary as replay_summary
 from analysis.stream import stream_meta
+from console.caching import computed_once
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.charts import CHARTS_VERSION, compare_figure
 
 HOME_UPLOADS = 100  # the newest ones, on the home page
 MAX_COMPARED = 4
-
-
-def _cache_key(kind: str, *parts: object) -> str:
-    """A short key for `parts` (memcached and Redis refuse long or spaced keys)."""
-    digest = hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
-    return f"kvscope:{kind}:{digest}"
 
 
 def _row_version(row: Upload | Analysis) -> tuple:
@@ -56,24 +48,17 @@ def compared_analyses(ids: list[int]) -> list[Analysis]:
 def comparison_figure(analyses: list[Analysis]) -> dict:
     """The compare page's figure: the analyses' hit-ratio curves overlaid, drawn once per
     set of finished analyses and version of the charts."""
-    key = _cache_key("compare", CHARTS_VERSION, *(_row_version(a) for a in analyses))
-    figure = cache.get(key)
-    if figure is None:
-        figure = compare_figure([(f"#{a.pk} {a.summary}", a.report) for a in analyses])
-        cache.set(key, figure)
-    return figure
+    versions = (CHARTS_VERSION, *(_row_version(a) for a in analyses))
+    return computed_once("compare", versions, lambda: compare_figure(
+        [(f"#{a.pk} {a.summary}", a.report) for a in analyses]))  # fmt: skip
 
 
 def replay_tenants(upload: Upload) -> list[str]:
     """The tenants of an upload's traffic (the replay form's choices), from its stored
     stream's small table."""
-    key = _cache_key("replay-tenants", _row_version(upload))
-    tenants = cache.get(key)
-    if tenants is None:
-        first = str(upload.available_block_sizes[0])
-        tenants = stream_meta(upload.streams[first])["tenants"]
-        cache.set(key, tenants)
-    return tenants
+    first = str(upload.available_block_sizes[0])
+    return computed_once("replay-tenants", (_row_version(upload),),
+                         lambda: stream_meta(upload.streams[first])["tenants"])  # fmt: skip
 
 
 def replay_trace_summary(
@@ -81,13 +66,11 @@ def replay_trace_summary(
 ) -> ReplaySummary:
     """How many requests, block ids and milliseconds the replay trace of these options
     holds: the stream is loaded once per upload's ingest, block size and options."""
-    key = _cache_key("replay-summary", _row_version(upload), block_tokens, options)
-    info = cache.get(key)
-    if info is None:
-        stream = BlockStream.load(upload.streams[str(block_tokens)])
-        info = replay_summary(stream, options)
-        cache.set(key, info)
-    return info
+
+    def compute() -> ReplaySummary:
+        return replay_summary(BlockStream.load(upload.streams[str(block_tokens)]), options)
+
+    return computed_once("replay-summary", (_row_version(upload), block_tokens, options), compute)
 
 
 def replay_model_name(upload: Upload) -> str:
