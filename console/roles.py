@@ -3,7 +3,9 @@ auditor (reads everything, changes nothing). Superusers may do everything."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -56,27 +58,24 @@ def can_approve(user) -> bool:
     return user.is_authenticated and (user.is_superuser or user.has_perm("console.approve_policy"))
 
 
-def reader_required(view):
-    """Signed in and holding a role (any role may read)."""
+def _role_required(allowed: Callable[[Any], bool], refusal: str) -> Callable:
+    """A view decorator: signed in (else the sign-in page), and allowed(user) (else 403,
+    saying `refusal`)."""
 
-    @login_required
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not can_read(request.user):
-            raise PermissionDenied("Your account has no role yet: ask an administrator.")
-        return view(request, *args, **kwargs)
+    def decorate(view: Callable) -> Callable:
+        @login_required
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not allowed(request.user):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
-def analyst_required(view):
-    """Signed in as an analyst: may upload logs and run analyses."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not can_analyze(request.user):
-            raise PermissionDenied("Only analysts can upload logs and run analyses.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
+# signed in and holding a role (any role may read)
+reader_required = _role_required(can_read, "Your account has no role yet: ask an administrator.")
+# signed in as an analyst: may upload logs and run analyses
+analyst_required = _role_required(can_analyze, "Only analysts can upload logs and run analyses.")

@@ -1,5 +1,5 @@
 """Display filters: human units (GiB, %, thousands separators), in the formats of
-console.format. Formatting only.
+console.format, and `fields`, a form's fields by name (a fieldset's). Formatting only.
 
 A stored report may hold values no page should meet (1e308 GiB entered before the form had
 bounds, an integer past any float, inf read back from SQLite): every numeric filter shows
@@ -8,6 +8,8 @@ them as "out of range" instead of raising (a 500 on the page)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import wraps
 
 from django import template
 from django.templatetags.static import static
@@ -28,13 +30,31 @@ def _finite(value) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _one_number(
+    *, dash_for: tuple = (None, ""), exact_ints: bool = False
+) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    """A filter of one number from the filter's formatting of a finite one: "—" for a
+    missing value (one of dash_for), OUT_OF_RANGE for one no finite float holds; with
+    exact_ints an int is formatted as it is (exact, however large)."""
+
+    def decorate(format_number: Callable[..., str]) -> Callable[..., str]:
+        @wraps(format_number)  # Django reads the filter's arguments through it
+        def show(value, *args) -> str:
+            if value in dash_for:
+                return "—"
+            if exact_ints and isinstance(value, int):
+                return format_number(value, *args)
+            number = _finite(value)
+            return OUT_OF_RANGE if number is None else format_number(number, *args)
+
+        return show
+
+    return decorate
+
+
 @register.filter
-def gib(value, digits: int = 2) -> str:
-    if value is None or value == "":
-        return "—"
-    number = _finite(value)
-    if number is None:
-        return OUT_OF_RANGE
+@_one_number()
+def gib(number: float, digits: int = 2) -> str:
     return gib_text(number, digits)
 
 
@@ -47,57 +67,37 @@ def gib_abs(value, digits: int = 2) -> str:
 
 
 @register.filter
-def bytes_h(value) -> str:
-    if value is None:
-        return "—"
-    n = _finite(value)
-    if n is None:
-        return OUT_OF_RANGE
-    return bytes_text(n)
+@_one_number(dash_for=(None,))  # an empty string is no size: "out of range", not "—"
+def bytes_h(number: float) -> str:
+    return bytes_text(number)
 
 
 @register.filter
-def pct(value, digits: int = 1) -> str:
-    if value is None or value == "":
-        return "—"
-    number = _finite(value)
-    if number is None:
-        return OUT_OF_RANGE
+@_one_number()
+def pct(number: float, digits: int = 1) -> str:
     return percent_text(number, digits)
 
 
 @register.filter
-def whole(value) -> str:
+@_one_number(exact_ints=True)
+def whole(number: int | float) -> str:
     """A count shown rounded to a whole number, with thousands separators."""
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, int):  # exact, however large
-        return f"{value:,}"
-    number = _finite(value)
-    return OUT_OF_RANGE if number is None else f"{round(number):,}"
+    return f"{round(number):,}"
 
 
 @register.filter
-def num(value) -> str:
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, int):
-        return f"{value:,}"
-    number = _finite(value)
-    if number is None:
-        return OUT_OF_RANGE
-    if not number.is_integer():
-        return f"{number:,.2f}"
-    return f"{int(number):,}"
+@_one_number(exact_ints=True)
+def num(number: int | float) -> str:
+    if isinstance(number, int) or number.is_integer():
+        return f"{int(number):,}"
+    return f"{number:,.2f}"
 
 
 @register.filter
-def seconds(value) -> str:
+@_one_number()
+def seconds(number: float) -> str:
     """A window or lifetime in words: 300 -> 5 min, 3600 -> 1 h, 86400 -> 24 h."""
-    if value is None or value == "":
-        return "—"
-    number = _finite(value)
-    return OUT_OF_RANGE if number is None else window_name(number)
+    return window_name(number)
 
 
 @register.filter
@@ -133,6 +133,13 @@ def get(mapping, key):
 
 
 @register.filter
+def fields(form, names: str) -> list:
+    """The form's bound fields named in `names` (separated by spaces), in that order: the
+    fields of one fieldset of a long form."""
+    return [form[name] for name in names.split()]
+
+
+@register.filter
 def reuses(segment_row: dict, window_s: float):
     """A hot-segment row's reuse count within a window (keys like reuses_300s)."""
     return segment_row.get(f"reuses_{window_s:g}s")
@@ -145,18 +152,14 @@ def index(sequence, position: int):
 
 
 @register.filter
-def duration(value) -> str:
+@_one_number()
+def duration(number: float) -> str:
     """Elapsed seconds for people: 5.3 s, 12 min 5 s, 1 h 06 min."""
-    if value is None or value == "":
-        return "—"
-    v = _finite(value)
-    if v is None:
-        return OUT_OF_RANGE
-    if v < 60:
-        return f"{v:.1f} s"
-    if v < 3600:
-        return f"{int(v // 60)} min {int(v % 60)} s"
-    return f"{int(v // 3600)} h {int(v % 3600 // 60):02d} min"
+    if number < 60:
+        return f"{number:.1f} s"
+    if number < 3600:
+        return f"{int(number // 60)} min {int(number % 60)} s"
+    return f"{int(number // 3600)} h {int(number % 3600 // 60):02d} min"
 
 
 @register.simple_tag
