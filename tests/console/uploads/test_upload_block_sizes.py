@@ -28,31 +28,10 @@ from console.uploads.analyses import (
 )
 from console.uploads.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.uploads.services import upload_retry
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import FIT_512, PASSWORD
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SHARED_TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
-FIT_512 = (
-    "at 256 tokens per block; "
-    + "they fit 512: retry with 512, or leave the block size to the format"
-)
-
-
-@pytest.fixture
-def trace(tmp_path) -> Path:
-    """The first 2,000 lines of Mooncake's published synthetic trace (its 512-token
-    hash_ids), or, where that file is not on the machine, a generated one like it."""
-    path = tmp_path / "mooncake-trace.jsonl"
-    if SHARED_TRACE.exists():
-        with open(SHARED_TRACE, "rb") as src:
-            path.write_bytes(b"".join(line for _, line in zip(range(2000), src, strict=False)))
-    else:
-        rows = list(mooncake_requests(2000, seed=12))
-        for i in range(0, len(rows), 3):  # short prompts of one block also fit 256
-            rows[i] |= {"input_length": 60 + i % 190, "hash_ids": rows[i]["hash_ids"][:1]}
-        write_jsonl(iter(rows), path)
-    return path
 
 
 def _rows(path: Path) -> list[dict]:
@@ -119,19 +98,6 @@ def test_a_trace_uploaded_with_the_form_defaults_is_read_at_its_own_512(client, 
     direct = analyze(ingest([trace], ingest_options()), analysis_params(**DEFAULT_PARAMS))
     assert analysis.report["recommendation"] == direct.to_dict()["recommendation"]
     assert analysis.report["distinct_blocks"] == direct.distinct_blocks
-
-
-@pytest.fixture
-def long_prompts(trace, tmp_path) -> Path:
-    """The trace's requests of two blocks or more: each contradicts input_length at 256,
-    128 or 64 tokens per block (n 512-token blocks would be about 2n, 4n, 8n of those),
-    so read at one of them no line is usable: the ingest fails, as on every machine (a
-    real worker keeps its own error budget, so none is changed here)."""
-    path = tmp_path / "mooncake-long.jsonl"
-    lines = [line for line in trace.read_bytes().splitlines(keepends=True)
-             if len(orjson.loads(line)["hash_ids"]) >= 2]  # fmt: skip
-    path.write_bytes(b"".join(lines))
-    return path
 
 
 def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
@@ -215,18 +181,6 @@ def test_a_split_trace_read_at_256_keeps_its_file_and_retry_with_512_reads_it(
     assert done.status == "done", done.message
     assert done.block_sizes == [512] and done.available_block_sizes == [512]
     assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
-
-
-@pytest.fixture
-def shared_head(tmp_path) -> Path:
-    """The first 1,500 lines of Mooncake's published synthetic trace: its short prompts
-    also fit 256, the rest fit 512 only (the browser walk-through's upload, cut short)."""
-    if not SHARED_TRACE.exists():
-        pytest.skip(f"{SHARED_TRACE} is not on this machine")
-    path = tmp_path / "mooncake-head.jsonl"
-    with open(SHARED_TRACE, "rb") as src:
-        path.write_bytes(b"".join(line for _, line in zip(range(1500), src, strict=False)))
-    return path
 
 
 @pytest.mark.parametrize("parts", [1, 3], ids=["one pass", "split in 3"])

@@ -15,7 +15,7 @@ from django.utils import timezone
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.services import upload_create
-from tests.console.conftest import BROKER_MODE, wait_for
+from tests.console.waiting import BROKER_MODE, wait_for
 
 
 def _in_a_month():

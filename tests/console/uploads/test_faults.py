@@ -33,7 +33,8 @@ from console.uploads.analyses import analysis_create
 from console.uploads.services import upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.uploads.tasks import requeue_undispatched_task
-from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import BROKER_MODE, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 needs_broker = pytest.mark.skipif(not BROKER_MODE, reason="needs a real broker and workers")

@@ -20,7 +20,8 @@ from console.engine import analysis_params, ingest_options
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
 from console.uploads import charts
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

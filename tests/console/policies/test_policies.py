@@ -49,8 +49,14 @@ from console.policies.services import (
 )
 from console.policies.views import export_text
 from console.uploads.analyses import analysis_create
-from console.uploads.services import upload_create
-from tests.console.conftest import PASSWORD, _user, wait_for
+from tests.console.factories import (
+    PASSWORD,
+    approved_version,
+    complete,
+    make_user,
+    submitted_version,
+)
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
@@ -59,56 +65,8 @@ HF = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5-7b": "Qwen/Qw
 
 
 @pytest.fixture
-def analysis(chat_log, analyst):
-    upload = upload_create(name="day", sources=[chat_log], user=analyst)
-
-    def done():
-        """the default analysis"""
-        return Analysis.objects.filter(upload=upload, status=JobStatus.DONE).first()
-
-    return wait_for(done)
-
-
-@pytest.fixture
 def approver2(db):
-    return _user("appr2", "approver")
-
-
-def complete(body: dict) -> dict:
-    """A body that passes every check (what a careful author fills in)."""
-    body = copy.deepcopy(body)
-    body.update(
-        routes=body["routes"] or ["llama-3.1-8b"],
-        lifetime_s=1800,
-        purge_deadline_s=86400,  # no event may take longer than this
-        scope="tenant",
-    )
-    body["end_of_life"] = [
-        {"event": "lifetime_expiry", "deadline_s": 60},
-        {"event": "tenant_offboarding", "deadline_s": 86400},
-    ]
-    body["tiers"]["cpu_ram"] = {"enabled": True, "size_gib": 8.0}
-    body["failure"] = {
-        "ram_full": "evict_lru",
-        "worker_exit": "blocks_lost_recompute",
-        "load_failure": "recompute",
-    }
-    body["access"] = {
-        "readers": "vllm-engine pods in namespace serving",
-        "classification": "confidential",
-        "justification": "Hot prompts.",
-    }
-    return body
-
-
-def _submitted(analysis, analyst):
-    version = policy_create(name="chat EU", user=analyst, analysis=analysis)
-    version = version_update(
-        version=version, body=complete(version.body), user=analyst, analysis=analysis
-    )
-    version_submit(version=version, user=analyst)
-    version.refresh_from_db()
-    return version
+    return make_user("appr2", "approver")
 
 
 def test_a_draft_is_prefilled_from_its_analysis(analysis, analyst):
@@ -138,7 +96,7 @@ def test_the_policy_cost_reruns_the_analysis_with_its_lifetime_and_scope(analysi
 
 
 def test_full_workflow_with_sign_off_digest_and_supersession(analysis, analyst, approver):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     assert version.state == VersionState.IN_REVIEW
     signoff = version_approve(
         version=version, user=approver, password=PASSWORD, comment="Matches the DPA."
@@ -162,14 +120,14 @@ def test_full_workflow_with_sign_off_digest_and_supersession(analysis, analyst, 
 
 @pytest.mark.parametrize("who", ["author", "analyst_only", "wrong_password", "no_comment"])
 def test_approval_is_refused(analysis, analyst, approver, who):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     if who == "author":  # an author who is also an approver still cannot approve
         analyst.groups.add(approver.groups.get())
         author = type(analyst).objects.get(pk=analyst.pk)  # fresh: permissions are cached
         kwargs = {"user": author, "password": PASSWORD, "comment": "ok"}
         message = "author of a version can never approve"
     elif who == "analyst_only":
-        other = _user("ana2", "analyst")
+        other = make_user("ana2", "analyst")
         kwargs = {"user": other, "password": PASSWORD, "comment": "ok"}
         message = "Only approvers"
     elif who == "wrong_password":
@@ -186,7 +144,7 @@ def test_approval_is_refused(analysis, analyst, approver, who):
 
 def test_double_approve_and_edit_after_approval_change_nothing(analysis, analyst, approver,
                                                                approver2):  # fmt: skip
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     events = AuditEvent.objects.count()
     with pytest.raises(PolicyError, match="approved now; nothing was changed"):
@@ -198,7 +156,7 @@ def test_double_approve_and_edit_after_approval_change_nothing(analysis, analyst
 
 
 def test_changes_requested_goes_back_to_the_author(analysis, analyst, approver):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     with pytest.raises(PolicyError, match="Say what should change"):
         version_request_changes(version=version, user=approver, comment="")
     version_request_changes(version=version, user=approver, comment="Purge faster.")
@@ -225,7 +183,7 @@ def test_submission_runs_the_checks(analysis, analyst):
 
 
 def test_retire(analysis, analyst, approver):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     policy_retire(policy=version.policy, user=approver, password=PASSWORD,
                   comment="Route decommissioned.")  # fmt: skip
@@ -329,7 +287,7 @@ def test_the_form_edits_every_value_of_the_bodys_shape():
 
 # --- audit ---------------------------------------------------------------------------------
 def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     actions = list(AuditEvent.objects.values_list("action", flat=True))
     assert actions[:2] == ["policy.create", "policy.edit"]
@@ -394,18 +352,6 @@ def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
 
 
 # --- exports -------------------------------------------------------------------------------
-def _approved(analysis, analyst, approver, mutate=None):
-    version = policy_create(name="exported", user=analyst, analysis=analysis)
-    body = complete(version.body)
-    if mutate:
-        mutate(body)
-    version = version_update(version=version, body=body, user=analyst, analysis=analysis)
-    version_submit(version=version, user=analyst)
-    version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
-    version.refresh_from_db()
-    return version
-
-
 def test_lmcache_yaml_export(analysis, analyst, approver):
     def tp4_disk(body):
         body["routes"] = ["llama-3.1-8b"]  # the analysis's model: per rank = total / tp
@@ -417,7 +363,7 @@ def test_lmcache_yaml_export(analysis, analyst, approver):
                                  "delete_when": "at lifetime end", "on_disk_full": "evict",
                                  "on_restart": "wipe"}  # fmt: skip
 
-    version = _approved(analysis, analyst, approver, tp4_disk)
+    version = approved_version(analysis, analyst, approver, tp4_disk)
     text = export_text(version, "lmcache")
     assert f"policy sha256: {version.digest}" in text
     config = yaml.safe_load(text)
@@ -435,7 +381,7 @@ def _llama_only(body):
 
 
 def test_vllm_flags_export(analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver, _llama_only)
+    version = approved_version(analysis, analyst, approver, _llama_only)
     lines = [line for line in export_text(version, "vllm").splitlines()
              if not line.startswith("#")]  # fmt: skip
     assert version.digest in export_text(version, "vllm")
@@ -455,7 +401,7 @@ def test_vllm_flags_export(analysis, analyst, approver):
 
 
 def test_helm_values_export(analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver, _llama_only)
+    version = approved_version(analysis, analyst, approver, _llama_only)
     values = yaml.safe_load(export_text(version, "helm"))
     spec = values["servingEngineSpec"]["modelSpec"][0]
     assert spec["modelURL"] == HF[version.body["routes"][0]]
@@ -468,7 +414,7 @@ def test_exports_need_an_approved_version_and_are_audited(client, analysis, anal
     assert client.login(username=analyst.username, password=PASSWORD)
     url = reverse("policy_export", args=[version.pk, "lmcache.yaml"])
     assert client.get(url).status_code == 302  # a draft: refused, back to the page
-    approved = _approved(analysis, analyst, approver, _llama_only)
+    approved = approved_version(analysis, analyst, approver, _llama_only)
     response = client.get(reverse("policy_export", args=[approved.pk, "lmcache.yaml"]))
     assert response.status_code == 200
     assert yaml.safe_load(response.content)["chunk_size"] == 256
@@ -478,7 +424,7 @@ def test_exports_need_an_approved_version_and_are_audited(client, analysis, anal
 
 # --- pages ---------------------------------------------------------------------------------
 def test_pages_enforce_roles_on_direct_posts(client, analysis, analyst, approver, auditor):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     assert client.login(username=auditor.username, password=PASSWORD)
     assert client.get(reverse("policy_version", args=[version.pk])).status_code == 200
     client.post(reverse("policy_approve", args=[version.pk]),
@@ -509,13 +455,13 @@ def test_deleting_a_draft_is_audited_and_only_for_unsubmitted_drafts(analysis, a
     assert actions[-2:] == ["policy.delete_draft", "policy.delete"]
     deletion = AuditEvent.objects.get(action="policy.delete_draft")
     assert deletion.details["digest"] == body_digest and audit.verify().ok
-    submitted = _submitted(analysis, analyst)
+    submitted = submitted_version(analysis, analyst)
     with pytest.raises(PolicyError, match="never submitted"):
         version_delete_draft(version=submitted, user=analyst)
 
 
 def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, approver2):
-    v1 = _submitted(analysis, analyst)
+    v1 = submitted_version(analysis, analyst)
     version_approve(version=v1, user=approver, password=PASSWORD, comment="ok")
     v2 = version_new(policy=v1.policy, user=analyst)
     v2 = version_update(version=v2, body=v2.body, user=analyst, analysis=analysis)
@@ -528,7 +474,7 @@ def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, app
 
 
 def test_an_approver_who_edited_the_version_cannot_approve_it(analysis, analyst):
-    editor = _user("both", "analyst", "approver")
+    editor = make_user("both", "analyst", "approver")
     version = policy_create(name="p", user=analyst, analysis=analysis)
     version = version_update(version=version, body=complete(version.body), user=editor,
                              analysis=analysis)  # fmt: skip
@@ -646,7 +592,7 @@ def test_flush_empties_the_trail_and_its_guards_come_back(analysis, analyst):
     call_command("flush", interactive=False, verbosity=0)
     assert not AuditEvent.objects.exists() and not AuditHead.objects.exists()
     assert not PolicyVersion.objects.exists()
-    again = _user("ana-after-flush", "analyst")  # the flush removed the users too
+    again = make_user("ana-after-flush", "analyst")  # the flush removed the users too
     policy_create(name="after the flush", user=again)
     assert audit.verify() == audit.ChainCheck(
         True, 1, head_events=1, head_id=AuditEvent.objects.get().pk,
@@ -664,7 +610,7 @@ def _forged(version: PolicyVersion, gib: float = 4096) -> dict:
 
 
 def test_the_database_refuses_to_change_a_signed_version(analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver)
+    version = approved_version(analysis, analyst, approver)
     forged = _forged(version)
     table = PolicyVersion._meta.db_table
     for sql, params in [
@@ -688,7 +634,7 @@ def test_the_database_refuses_to_change_a_signed_version(analysis, analyst, appr
     stored = PolicyVersion.objects.get(pk=version.pk)
     assert stored.author_id is None and stored.signoff.approver_id is None
     assert stored.signoff.approver_name == "appr"
-    approver2 = _user("appr2", "approver")
+    approver2 = make_user("appr2", "approver")
     policy_retire(policy=stored.policy, user=approver2, password=PASSWORD, comment="gone")
     assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.RETIRED
 
@@ -696,7 +642,7 @@ def test_the_database_refuses_to_change_a_signed_version(analysis, analyst, appr
 def test_exports_and_the_sign_off_page_refuse_a_body_changed_after_approval(
     client, analysis, analyst, approver
 ):
-    version = _approved(analysis, analyst, approver)
+    version = approved_version(analysis, analyst, approver)
     signed = version.digest
     forged = _forged(version)  # 8 -> 4096 GiB, written behind the guards
     _as_owner(f"UPDATE {PolicyVersion._meta.db_table} SET body = %s WHERE id = %s",
@@ -726,7 +672,7 @@ def test_exports_and_the_sign_off_page_refuse_a_body_changed_after_approval(
 # --- approvals: throttled, separated, and kind to the reviewer ------------------------------
 def test_the_approval_password_is_throttled_with_sign_in(client, analysis, analyst, approver,
                                                          settings):  # fmt: skip
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     limit = settings.KVSCOPE_LOGIN_FAILURES
     for _ in range(limit):
         with pytest.raises(PolicyError, match="The password is not correct"):
@@ -753,7 +699,7 @@ def _textarea(page: str, field_id: str) -> str:
 
 
 def test_a_wrong_password_keeps_the_reviewers_comment(client, analysis, analyst, approver):
-    version = _submitted(analysis, analyst)
+    version = submitted_version(analysis, analyst)
     client.force_login(approver)
     url = reverse("policy_approve", args=[version.pk])
     comment = "Matches the DPA; purge deadlines checked with the SRE team."
@@ -774,7 +720,7 @@ def test_a_wrong_password_keeps_the_reviewers_comment(client, analysis, analyst,
 
 
 def test_retiring_asks_for_the_password_and_a_comment(client, analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver)
+    version = approved_version(analysis, analyst, approver)
     with pytest.raises(PolicyError, match="The password is not correct"):
         policy_retire(policy=version.policy, user=approver, password="x", comment="gone")
     with pytest.raises(PolicyError, match="Say why the policy is retired"):
@@ -797,7 +743,7 @@ def test_retiring_asks_for_the_password_and_a_comment(client, analysis, analyst,
 def test_only_its_creator_deletes_a_draft(analysis, analyst):
     from console.policies.services import version_delete_draft
 
-    colleague = _user("ana2", "analyst")
+    colleague = make_user("ana2", "analyst")
     version = policy_create(name="mine", user=analyst, analysis=analysis)
     body = dict(version.body, lifetime_s=61)  # one trivial edit by the colleague
     version = version_update(version=version, body=body, user=colleague, analysis=analysis)
@@ -809,7 +755,7 @@ def test_only_its_creator_deletes_a_draft(analysis, analyst):
 
 
 def test_an_approver_who_submitted_the_version_cannot_approve_it(analysis, analyst, approver):
-    both = _user("both", "analyst", "approver")
+    both = make_user("both", "analyst", "approver")
     version = policy_create(name="p", user=analyst, analysis=analysis)
     version = version_update(version=version, body=complete(version.body), user=analyst,
                              analysis=analysis)  # fmt: skip
@@ -845,7 +791,7 @@ def test_every_governed_route_is_exported_with_its_model_tp_and_kv_dtype(fp8_tp2
     def governs_both(body):
         body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
 
-    version = _approved(fp8_tp2, analyst, approver, governs_both)
+    version = approved_version(fp8_tp2, analyst, approver, governs_both)
     assert version.body["evidence"]["params"]["kv_dtype"] == "fp8"
     # 8 GiB for llama at fp8, TP 2 hold 8 GiB / 65,536 B = 131,072 tokens; qwen keeps as
     # many: 131,072 x 14,336 B = 1.75 GiB per rank, 3.5 GiB over its 2 ranks
@@ -891,7 +837,7 @@ def test_a_route_served_at_its_own_tp_gets_its_own_per_rank_sizes(fp8_tp2, analy
         body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
         body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
 
-    version = _approved(fp8_tp2, analyst, approver, qwen_at_tp4)
+    version = approved_version(fp8_tp2, analyst, approver, qwen_at_tp4)
     # 131,072 tokens (8 GiB at llama fp8 TP 2) x 14,336 B per qwen bf16 rank at TP 4 (one
     # of its 4 KV heads each) = 1.75 GiB per rank (not 8 / 4 = 2), 7 GiB over 4 ranks
     assert 8 * GIB // LLAMA_FP8_TP2_REPLICA * QWEN_BF16_TP4_RANK == 1.75 * GIB
@@ -1049,7 +995,7 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
 
 
 def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver):
-    version = _approved(analysis, analyst, approver)
+    version = approved_version(analysis, analyst, approver)
     newest = AuditEvent.objects.latest("pk")
     previous = AuditEvent.objects.filter(pk__lt=newest.pk).latest("pk")
     _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
@@ -1183,7 +1129,7 @@ def test_routes_with_different_lmcache_sizes_get_a_file_each_and_download_it(
         body["routes"] = ["llama-3.1-8b", "qwen2.5-7b"]
         body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
 
-    version = _approved(fp8_tp2, analyst, approver, qwen_at_tp4)
+    version = approved_version(fp8_tp2, analyst, approver, qwen_at_tp4)
     flags = export_text(version, "vllm")
     named = [shlex.split(line)[0] for line in flags.splitlines() if line.startswith("LMCACHE_")]
     assert named == ["LMCACHE_CONFIG_FILE=lmcache-llama-3-1-8b.yaml",

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bench.generate import chat_requests, write_jsonl
-from tests.console.conftest import BROKER_MODE, wait_for
+from tests.console.waiting import BROKER_MODE, wait_for
 
 pytestmark = pytest.mark.skipif(
     BROKER_MODE, reason="self-contained: its own web process and SQLite database"

@@ -16,7 +16,8 @@ from django.urls import reverse
 from console.downloads import json_file
 from console.models import Analysis, Upload
 from console.templatetags.kvscope import bytes_h, duration, gib, gib_abs, num, pct, whole
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 2**30
