@@ -1,4 +1,5 @@
-"""Builders of benchmark result files for the engine's and the console's tests (no Django)."""
+"""Builders for the engine's and the console's tests (no Django): log rows and benchmark
+result files."""
 
 from __future__ import annotations
 
@@ -49,3 +50,11 @@ def aiperf_summary(ttft_p99=812.5, count=20.0, errors=None, unit="ms", **extra) 
     if errors is not None:
         obj["error_request_count"] = {"unit": "requests", "avg": errors}
     return {**obj, **extra}
+
+
+def chat_row(timestamp: float, *messages: tuple[str, str]) -> dict:
+    """One chat log line: its time and its (role, content) messages, nothing else."""
+    return {
+        "timestamp": timestamp,
+        "messages": [{"role": role, "content": content} for role, content in messages],
+    }

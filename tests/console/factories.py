@@ -89,6 +89,18 @@ def submitted_version(analysis: Analysis, analyst: User) -> PolicyVersion:
     return version
 
 
+def version_in_review(
+    analysis: Analysis, author: User, *, editor: User, submitter: User
+) -> PolicyVersion:
+    """A new policy "p" by author, given a complete body by editor, submitted by submitter."""
+    version = policy_create(name="p", user=author, analysis=analysis)
+    version = version_update(
+        version=version, body=complete(version.body), user=editor, analysis=analysis
+    )
+    version_submit(version=version, user=submitter)
+    return version
+
+
 def approved_version(
     analysis: Analysis,
     analyst: User,

@@ -55,6 +55,7 @@ from tests.console.factories import (
     complete,
     make_user,
     submitted_version,
+    version_in_review,
 )
 from tests.console.waiting import wait_for
 
@@ -475,10 +476,7 @@ def test_no_approval_once_the_policy_is_retired(analysis, analyst, approver, app
 
 def test_an_approver_who_edited_the_version_cannot_approve_it(analysis, analyst):
     editor = make_user("both", "analyst", "approver")
-    version = policy_create(name="p", user=analyst, analysis=analysis)
-    version = version_update(version=version, body=complete(version.body), user=editor,
-                             analysis=analysis)  # fmt: skip
-    version_submit(version=version, user=analyst)
+    version = version_in_review(analysis, analyst, editor=editor, submitter=analyst)
     with pytest.raises(PolicyError, match="You edited this version"):
         version_approve(version=version, user=editor, password=PASSWORD, comment="mine")
 
@@ -756,10 +754,7 @@ def test_only_its_creator_deletes_a_draft(analysis, analyst):
 
 def test_an_approver_who_submitted_the_version_cannot_approve_it(analysis, analyst, approver):
     both = make_user("both", "analyst", "approver")
-    version = policy_create(name="p", user=analyst, analysis=analysis)
-    version = version_update(version=version, body=complete(version.body), user=analyst,
-                             analysis=analysis)  # fmt: skip
-    version_submit(version=version, user=both)
+    version = version_in_review(analysis, analyst, editor=analyst, submitter=both)
     with pytest.raises(PolicyError, match="You submitted this version"):
         version_approve(version=version, user=both, password=PASSWORD, comment="mine")
     version.refresh_from_db()
