@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from console.models import Analysis, JobStatus, PolicyVersion, Upload
+from console.policies.forms import initial_from_body
 from console.policies.services import (
     policy_create,
     version_approve,
@@ -22,6 +23,7 @@ from tests.analysis.factories import vllm_result
 from tests.console.waiting import wait_for
 
 PASSWORD = "correct-horse-battery-staple"
+GIB = 1 << 30
 # the tags of a benchmark upload (the form's fields besides the files)
 BENCH_TAGS = {"tier": "none", "context_tokens": 8192, "driver": "570.86", "cuda": "12.8",
               "engine": "vllm 0.11", "topology": "GPU0 X NV18"}  # fmt: skip
@@ -117,6 +119,25 @@ def approved_version(
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     version.refresh_from_db()
     return version
+
+
+def check_report(host_available_gib: float | None = None, windows=(300, 3600)) -> dict:
+    """The few report fields the policy checks read: the host budget and the windows."""
+    host = None
+    if host_available_gib is not None:
+        host = {"available_bytes": host_available_gib * GIB}
+    return {"recommendation": {"host": host}, "windows": [{"window_s": w} for w in windows]}
+
+
+def form_post(version: PolicyVersion) -> dict:
+    """The policy edit form's POST for a version as stored (what a browser sends back)."""
+    data = {}
+    for key, value in initial_from_body(version.body, version.analysis).items():
+        if value is True:
+            data[key] = "on"
+        elif value not in (None, False, []):
+            data[key] = value
+    return data
 
 
 def vllm_file(name: str, **values) -> SimpleUploadedFile:
