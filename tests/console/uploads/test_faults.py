@@ -38,7 +38,7 @@ from tests.console.waiting import BROKER_MODE, finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 needs_broker = pytest.mark.skipif(not BROKER_MODE, reason="needs a real broker and workers")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _direct_report(log: Path, **params) -> dict:

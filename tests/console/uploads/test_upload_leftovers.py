@@ -28,7 +28,7 @@ from tests.console.waiting import BROKER_MODE, wait_for
 pytestmark = pytest.mark.skipif(
     BROKER_MODE, reason="self-contained: its own web process and SQLite database"
 )
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SENTENCE = "Marmalade zeppelins whisper quarterly audit secrets to the lighthouse keeper"
 ORPHAN_SECONDS = 60
 
