@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import AnalysisParams, analyze
+from tests.analysis.factories import chat_row
 
 B = 100  # tokens per block in the pre-hashed traces below
 
@@ -116,25 +117,11 @@ def test_keys_chain_so_the_same_block_after_a_different_prefix_misses(ingest_row
     ]
     assert same_blocks  # hashing blocks on their own would find hits...
     assert 0 not in same_blocks  # ...but the first blocks differ, so no prefix is shared
-    stream = ingest_rows(
-        [
-            {
-                "timestamp": 1000,
-                "messages": [
-                    {"role": "user", "content": first},
-                    {"role": "user", "content": shared},
-                ],
-            },
-            {
-                "timestamp": 1001,
-                "messages": [
-                    {"role": "user", "content": second},
-                    {"role": "user", "content": shared},
-                ],
-            },
-        ],
-        block_tokens=block,
-    )
+    rows = [
+        chat_row(1000, ("user", first), ("user", shared)),
+        chat_row(1001, ("user", second), ("user", shared)),
+    ]
+    stream = ingest_rows(rows, block_tokens=block)
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     assert report.infinite_hit_ratio == 0.0
     assert report.distinct_blocks == 2 * (len(one) // block)
@@ -152,25 +139,11 @@ def test_hits_form_a_prefix_in_chat_logs(ingest_rows, render):
         common += 1
     shared_blocks = common // block
     assert shared_blocks >= 1
-    stream = ingest_rows(
-        [
-            {
-                "timestamp": 0,
-                "messages": [
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": q1},
-                ],
-            },
-            {
-                "timestamp": 5,
-                "messages": [
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": q2},
-                ],
-            },
-        ],
-        block_tokens=block,
-    )
+    rows = [
+        chat_row(0, ("system", system), ("user", q1)),
+        chat_row(5, ("system", system), ("user", q2)),
+    ]
+    stream = ingest_rows(rows, block_tokens=block)
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     assert report.prompt_tokens == len(one) + len(two)
     assert report.infinite_hit_ratio == shared_blocks * block / (len(one) + len(two))

@@ -10,57 +10,42 @@ import pytest
 
 from analysis import AnalysisParams, BlockStream, HostBudget, IngestOptions, analyze, ingest
 
+TERSE = {"role": "system", "content": "You are terse."}
+# a user message holding one document (a content part of type "document")
+CONTRACT = {
+    "role": "user",
+    "content": [{"type": "document", "text": "Clause 1. " * 40, "title": "contract.txt"}],
+}
+# one tenant's short request, sent twice
+BOB_SAYS_HI = {
+    "tenant": "globex",
+    "user": "bob",
+    "model": "small",
+    "messages": [TERSE, {"role": "user", "content": "Hi there"}],
+}
 CHAT = [
     {
         "timestamp": 50,
         "metadata": {"tenant": "acme", "user": "ann"},  # out of order: sorted
         "messages": [
-            {"role": "system", "content": "You are terse."},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "document", "text": "Clause 1. " * 40, "title": "contract.txt"}
-                ],
-            },
+            TERSE,
+            CONTRACT,
             {"role": "user", "content": "Summarise it."},
         ],
         "usage": {"completion_tokens": 9},
     },
-    {
-        "timestamp": 10,
-        "tenant": "globex",
-        "user": "bob",
-        "model": "small",
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Hi there"},
-        ],
-    },
+    {"timestamp": 10, **BOB_SAYS_HI},
     "garbage line",
     {
         "timestamp": 70,
         "metadata": {"tenant": "acme", "user": "cid"},
         "messages": [
-            {"role": "system", "content": "You are terse."},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "document", "text": "Clause 1. " * 40, "title": "contract.txt"}
-                ],
-            },
+            TERSE,
+            CONTRACT,
             {"role": "user", "content": "List the parties."},
         ],
     },
-    {
-        "timestamp": 75,
-        "tenant": "globex",
-        "user": "bob",
-        "model": "small",
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Hi there"},
-        ],
-    },
+    {"timestamp": 75, **BOB_SAYS_HI},
 ]
 
 

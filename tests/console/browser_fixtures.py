@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
 
-from tests.console.conftest import PASSWORD
+from tests.console.factories import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -33,6 +33,29 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 LOCAL_SCHEMES = {"data", "blob", "about"}
+# charts.js draws a chart when it comes near the screen: each one is scrolled to, in turn
+CHART_COUNT = "() => document.querySelectorAll('[data-figure]').length"
+DRAWN_NTH = """(n) => {
+  const el = document.querySelectorAll('[data-figure]')[n];
+  return el.dataset.drawn === '1' || el.dataset.drawn === 'error';
+}"""
+CHART_FACTS = """() => [...document.querySelectorAll('[data-figure]')].map((el) => {
+  const box = el.getBoundingClientRect();
+  const style = getComputedStyle(el);
+  const svg = el.querySelector('svg.main-svg');
+  return {
+    id: el.id,
+    drawn: el.dataset.drawn,
+    text: el.dataset.drawn === '1' ? '' : el.textContent,
+    plot: el.classList.contains('js-plotly-plot') || !!el.querySelector('.js-plotly-plot'),
+    svg: el.querySelectorAll('svg.main-svg').length,
+    uids: (el.data || []).map((t) => t.uid || t.name || ''),
+    left: box.left, right: box.right, width: box.width, height: box.height,
+    // the drawn plot must stay inside the element's content box (the card's border)
+    plotRight: svg ? svg.getBoundingClientRect().right : null,
+    contentRight: box.right - parseFloat(style.borderRightWidth) - parseFloat(style.paddingRight),
+  };
+})"""
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +157,25 @@ def sign_in(page: Page, username: str) -> None:
     page.locator("#id_password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("header .who")).to_have_text(username)
+
+
+def wait_for_charts(page: Page) -> list[dict]:
+    """Every [data-figure] drawn by plotly (charts.js sets data-drawn), each scrolled into
+    view first (charts.js draws a chart as it comes near the screen); returns their facts."""
+    page.wait_for_function(f"() => ({CHART_COUNT})() > 0", timeout=30_000)
+    charts = page.locator("[data-figure]")
+    for n in range(charts.count()):
+        charts.nth(n).scroll_into_view_if_needed()
+        page.wait_for_function(DRAWN_NTH, arg=n, timeout=30_000)
+    facts = page.evaluate(CHART_FACTS)
+    width = page.viewport_size["width"]
+    for chart in facts:
+        assert chart["drawn"] == "1", f"{chart['id']} not drawn: {chart['text']}"
+        assert chart["plot"] and chart["svg"] >= 1, chart
+        assert chart["uids"], f"{chart['id']} has no trace"
+        assert chart["width"] > 200 and chart["height"] > 200, chart
+        assert chart["left"] >= 0 and chart["right"] <= width, f"{chart['id']} overflows"
+        assert chart["plotRight"] <= chart["contentRight"] + 0.5, (
+            f"{chart['id']} overflows its card"
+        )
+    return facts

@@ -7,15 +7,14 @@ is set (the second run of .ci/run), tasks go through the broker to the real work
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from bench.generate import chat_requests, write_jsonl
-
-BROKER_MODE = not settings.CELERY_TASK_ALWAYS_EAGER
+from console.uploads.services import upload_create
+from tests.console.factories import default_analysis, make_user
+from tests.console.waiting import BROKER_MODE
 
 
 @pytest.fixture(autouse=True)
@@ -38,47 +37,28 @@ def chat_log(tmp_path) -> Path:
     return path
 
 
-def wait_for(predicate, timeout: float = 120.0, interval: float = 0.2):
-    """Poll until predicate() returns a truthy value (a task on a real worker)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {predicate.__doc__ or predicate}")
-
-
-PASSWORD = "correct-horse-battery-staple"
-
-
-def _user(username: str, *roles: str):
-    from django.contrib.auth.models import Group, User
-
-    from console.roles import ensure_roles
-
-    ensure_roles()  # transactional tests flush the groups the migration made
-    user = User.objects.create_user(username, password=PASSWORD)
-    for role in roles:
-        user.groups.add(Group.objects.get(name=role))
-    return user
+@pytest.fixture
+def analysis(chat_log, analyst):
+    """A finished default analysis of the chat log, uploaded by the analyst."""
+    upload = upload_create(name="day", sources=[chat_log], user=analyst)
+    return default_analysis(upload)
 
 
 @pytest.fixture
 def analyst(db):
-    return _user("ana", "analyst")
+    return make_user("ana", "analyst")
 
 
 @pytest.fixture
 def auditor(db):
-    return _user("aud", "auditor")
+    return make_user("aud", "auditor")
 
 
 @pytest.fixture
 def approver(db):
-    return _user("appr", "approver")
+    return make_user("appr", "approver")
 
 
 @pytest.fixture
 def no_role(db):
-    return _user("nobody")
+    return make_user("nobody")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-import json
 import time
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from console.models import Analysis, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
 from console.uploads.services import upload_create
 from console.uploads.storage import upload_delete_raw
-from tests.console.conftest import PASSWORD, _user, wait_for
-from tests.console.test_policies import _submitted, complete
+from tests.console.factories import PASSWORD, complete, make_user, submitted_version, vllm_file
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,9 +60,9 @@ def world(chat_log, analyst, approver):
     draft = policy_create(name="draft one", user=analyst, analysis=analysis)
     draft = version_update(version=draft, body=complete(draft.body), user=analyst,
                            analysis=analysis)  # fmt: skip
-    review = _submitted(analysis, analyst)
+    review = submitted_version(analysis, analyst)
     Policy.objects.filter(pk=review.policy_id).update(name="in review")
-    approved = _submitted(analysis, analyst)
+    approved = submitted_version(analysis, analyst)
     version_approve(version=approved, user=approver, password=PASSWORD, comment="ok")
     failed = Upload.objects.create(name="broken", status=JobStatus.FAILED, message="x",
                                    raw_paths=[str(chat_log)])  # fmt: skip
@@ -122,8 +121,8 @@ def _state() -> list:
 def test_views_that_change_something_refuse_other_roles(
     name, world, analyst, approver, auditor, chat_log
 ):
-    nobody = _user("nobody")  # signed in, no role
-    other_analyst = _user("ana2", "analyst")
+    nobody = make_user("nobody")  # signed in, no role
+    other_analyst = make_user("ana2", "analyst")
     allowed = CHANGES[name]
     refused = [nobody, auditor]
     # "author": the analyst who wrote the draft, not any analyst
@@ -145,7 +144,7 @@ def test_views_that_change_something_refuse_other_roles(
         client = Client()
         client.force_login({"analyst": analyst, "author": analyst, "approver": approver}[allowed])
         with open(chat_log, "rb") as fh:
-            files = {"upload_new": [fh], "evidence_list": [_bench_file()]}.get(name)
+            files = {"upload_new": [fh], "evidence_list": [vllm_file("run.json")]}.get(name)
             client.post(url, {**body, "files": files} if files else body)
         assert _state() != before, f"{allowed} could not use {name}"
         # what the control queued finishes first: the teardown's TRUNCATE deadlocks with a
@@ -187,7 +186,7 @@ def test_sign_in_is_throttled_after_repeated_failures(client, analyst, settings)
     assert page.status_code == 200 and "_auth_user_id" not in client.session
     assert "Too many failed sign-ins for this account" in page.content.decode()
     # another account is not locked out by these failures
-    other = _user("ana3", "analyst")
+    other = make_user("ana3", "analyst")
     elsewhere = Client(REMOTE_ADDR="10.0.0.9")
     response = elsewhere.post(reverse("login"), {"username": "ana3", "password": PASSWORD})
     assert response.status_code == 302 and int(elsewhere.session["_auth_user_id"]) == other.pk
@@ -264,11 +263,3 @@ def test_sign_in_is_throttled_by_address_too_behind_the_proxy(analyst, settings)
     refused = sign_in("198.51.100.4", analyst.username, PASSWORD)
     assert "Too many failed sign-ins from this address" in refused.content.decode()
     assert sign_in("198.51.100.5", analyst.username, PASSWORD).status_code == 302
-
-
-def _bench_file():
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    from tests.analysis.test_benchmarks import vllm_result
-
-    return SimpleUploadedFile("run.json", json.dumps(vllm_result()).encode())

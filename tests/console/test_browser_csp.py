@@ -15,10 +15,9 @@ from console.policies.services import policy_create
 from console.uploads.analyses import analysis_create
 from console.uploads.services import upload_create
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import sign_in
-from tests.console.conftest import wait_for
-from tests.console.test_benchmarks import TAGS, _file
-from tests.console.test_browser import _wait_for_charts
+from tests.console.browser_fixtures import sign_in, wait_for_charts
+from tests.console.factories import BENCH_TAGS, vllm_file
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium
@@ -43,11 +42,13 @@ def pages(analyst, chat_log) -> list[str]:
     second = analysis_create(upload=upload, block_tokens=256, user=analyst,
                              params=dict(first.params, tp=2, host_ram_gib=64.0))  # fmt: skip
     wait_for(lambda: Analysis.objects.filter(pk=second.pk, status=JobStatus.DONE).first())
-    runs = [_file(f"c{n}.json", ttft=t, itl=i, max_concurrency=n)
+    runs = [vllm_file(f"c{n}.json", ttft=t, itl=i, max_concurrency=n)
             for n, t, i in ((4, 600.0, 30.0), (16, 900.0, 150.0))]  # fmt: skip
-    bench_runs_create(files=runs, tags=TAGS, user=analyst)
-    offload = [_file("ram.json", ttft=500.0, max_concurrency=16)]
-    bench_runs_create(files=offload, tags={**TAGS, "tier": "ram", "ram_gib": 64}, user=analyst)
+    bench_runs_create(files=runs, tags=BENCH_TAGS, user=analyst)
+    offload = [vllm_file("ram.json", ttft=500.0, max_concurrency=16)]
+    bench_runs_create(
+        files=offload, tags={**BENCH_TAGS, "tier": "ram", "ram_gib": 64}, user=analyst
+    )
     model = "meta-llama/Llama-3.1-8B"
     return [
         f"/analyses/{first.pk}/",
@@ -70,7 +71,7 @@ def test_pages_with_charts_draw_them_within_the_policy(browser_page, analyst, pa
         response = page.goto(url)
         assert response is not None and response.ok, url
         assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
-        charts = _wait_for_charts(page)
+        charts = wait_for_charts(page)
         assert charts, url
         assert _violations(page) == [], (url, _violations(page))
     session.assert_clean()  # no console error either (Chromium logs each violation there)

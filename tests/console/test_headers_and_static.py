@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from console.middleware import CONTENT_SECURITY_POLICY
 from console.staticfinders import SOURCE, STATIC_PATH
-from tests.console.conftest import PASSWORD
+from tests.console.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
 PLOTLY = SOURCE  # the bundle served (plotly.js's cartesian bundle)

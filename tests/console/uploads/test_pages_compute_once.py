@@ -17,7 +17,8 @@ from console.engine import analysis_params
 from console.models import Analysis, Upload
 from console.uploads import figures, selectors
 from console.uploads.charts import CHARTS_VERSION
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,8 +27,8 @@ from console.staticfinders import STATIC_PATH
 from console.templatetags.kvscope import bytes_h
 from console.uploads import charts
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import BrowserSession
-from tests.console.conftest import PASSWORD, _user
+from tests.console.browser_fixtures import BrowserSession, wait_for_charts
+from tests.console.factories import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # the browser fixtures, visible to this module's tests
@@ -37,51 +37,6 @@ browser_page = browser_fixtures.browser_page
 
 JOB_TIMEOUT_MS = 120_000  # an ingest or analysis on the real worker (as wait_for in conftest)
 SCREENSHOTS = Path("/tmp")
-# charts.js draws a chart when it comes near the screen: each one is scrolled to, in turn
-CHART_COUNT = "() => document.querySelectorAll('[data-figure]').length"
-DRAWN_NTH = """(n) => {
-  const el = document.querySelectorAll('[data-figure]')[n];
-  return el.dataset.drawn === '1' || el.dataset.drawn === 'error';
-}"""
-CHART_FACTS = """() => [...document.querySelectorAll('[data-figure]')].map((el) => {
-  const box = el.getBoundingClientRect();
-  const style = getComputedStyle(el);
-  const svg = el.querySelector('svg.main-svg');
-  return {
-    id: el.id,
-    drawn: el.dataset.drawn,
-    text: el.dataset.drawn === '1' ? '' : el.textContent,
-    plot: el.classList.contains('js-plotly-plot') || !!el.querySelector('.js-plotly-plot'),
-    svg: el.querySelectorAll('svg.main-svg').length,
-    uids: (el.data || []).map((t) => t.uid || t.name || ''),
-    left: box.left, right: box.right, width: box.width, height: box.height,
-    // the drawn plot must stay inside the element's content box (the card's border)
-    plotRight: svg ? svg.getBoundingClientRect().right : null,
-    contentRight: box.right - parseFloat(style.borderRightWidth) - parseFloat(style.paddingRight),
-  };
-})"""
-
-
-def _wait_for_charts(page: Page) -> list[dict]:
-    """Every [data-figure] drawn by plotly (charts.js sets data-drawn), each scrolled into
-    view first (charts.js draws a chart as it comes near the screen); returns their facts."""
-    page.wait_for_function(f"() => ({CHART_COUNT})() > 0", timeout=30_000)
-    charts = page.locator("[data-figure]")
-    for n in range(charts.count()):
-        charts.nth(n).scroll_into_view_if_needed()
-        page.wait_for_function(DRAWN_NTH, arg=n, timeout=30_000)
-    facts = page.evaluate(CHART_FACTS)
-    width = page.viewport_size["width"]
-    for chart in facts:
-        assert chart["drawn"] == "1", f"{chart['id']} not drawn: {chart['text']}"
-        assert chart["plot"] and chart["svg"] >= 1, chart
-        assert chart["uids"], f"{chart['id']} has no trace"
-        assert chart["width"] > 200 and chart["height"] > 200, chart
-        assert chart["left"] >= 0 and chart["right"] <= width, f"{chart['id']} overflows"
-        assert chart["plotRight"] <= chart["contentRight"] + 0.5, (
-            f"{chart['id']} overflows its card"
-        )
-    return facts
 
 
 def _wait_until_done(page: Page, badge_selector: str, session: BrowserSession, status_url: str):
@@ -138,7 +93,7 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     session = browser_page
     page = session.page
     plain_log, gz_log = chat_logs
-    _user("ana", "analyst")
+    make_user("ana", "analyst")
 
     # --- sign in through the form -----------------------------------------------------
     _sign_in(page, "ana")
@@ -180,7 +135,7 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     page.get_by_role("link", name=re.compile(rf"^#{first.pk} ")).click()
     expect(page).to_have_url(re.compile(rf"/analyses/{first.pk}/$"))
     report = first.report
-    charts_drawn = _wait_for_charts(page)
+    charts_drawn = wait_for_charts(page)
     assert [c["id"] for c in charts_drawn] == [f"chart-{n}" for n in charts.report_figures(report)]
     rec = report["recommendation"]
     expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
@@ -210,7 +165,7 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     assert second.report["scope"] == "tenant"
     expect(page.locator("h1 small")).to_contain_text("tenant · B=64")
     expect(page.locator("p.small", has_text="scope tenant")).to_be_visible()
-    _wait_for_charts(page)
+    wait_for_charts(page)
     expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
         f"{second.report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
     )
@@ -232,7 +187,7 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     delta = ram[1] - ram[0]
     sign = "+" if delta > 0 else ("−" if delta < 0 else "±")
     assert cells == [bytes_h(ram[0]), bytes_h(ram[1]), f"{sign}{bytes_h(abs(delta))}"]
-    compare_charts = _wait_for_charts(page)
+    compare_charts = wait_for_charts(page)
     assert [c["id"] for c in compare_charts] == ["chart-compare"]
     curves = [u for u in compare_charts[0]["uids"] if u.startswith("curve-")]
     assert curves == ["curve-0", "curve-1"]

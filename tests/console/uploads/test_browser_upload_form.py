@@ -14,15 +14,13 @@ from playwright.sync_api import expect
 
 from console.models import Upload
 from console.uploads.forms import BLOCK_SIZES_HELP
-from tests.console import browser_fixtures, test_upload_block_sizes
+from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
-from tests.console.test_upload_block_sizes import FIT_512
+from tests.console.factories import FIT_512
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium
 browser_page = browser_fixtures.browser_page
-trace = test_upload_block_sizes.trace  # the Mooncake trace's first 2,000 lines
-long_prompts = test_upload_block_sizes.long_prompts  # those of them no line fits 256
 JOB_TIMEOUT_MS = 120_000  # an ingest on the real worker (as test_browser.py)
 OWN_LABEL = "The format's own (chat 256, Mooncake 512 …)"
 

@@ -14,11 +14,10 @@ from playwright.sync_api import expect
 from bench.generate import chat_requests, write_jsonl
 from console.models import FINISHED, BenchRun, Upload
 from console.uploads.services import upload_create
-from tests.analysis.test_benchmarks import vllm_result
+from tests.analysis.factories import vllm_result
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import sign_in
-from tests.console.conftest import wait_for
-from tests.console.test_browser import _wait_for_charts
+from tests.console.browser_fixtures import sign_in, wait_for_charts
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium
@@ -78,7 +77,7 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     page.locator("#id_p99_ttft_ms").fill("1000")
     page.get_by_role("button", name="Apply").click()
     expect(page.locator("[data-boundary]")).to_contain_text("up to 4 concurrent")
-    charts = _wait_for_charts(page)
+    charts = wait_for_charts(page)
     assert [c["id"] for c in charts] == ["chart-tier-0", "chart-lines"]
 
     # --- the same schedule with RAM offload, side by side --------------------------------
@@ -97,6 +96,6 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     expect(rows).to_have_count(2)
     expect(rows.nth(0)).to_contain_text("baseline")
     expect(rows.nth(1).locator("[data-change]")).to_have_text("−50.0 %")  # 700 vs 1400
-    charts = _wait_for_charts(page)
+    charts = wait_for_charts(page)
     assert [c["id"] for c in charts] == ["chart-schedule-0"]
     session.assert_clean()

@@ -23,7 +23,8 @@ from bench.generate import chat_requests, write_jsonl
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.parts import upload_ingest_merge, upload_ingest_part
 from console.uploads.services import upload_create, upload_ingest, upload_retry
-from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import BROKER_MODE, wait_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -33,20 +33,12 @@ from console.uploads.analyses import analysis_create
 from console.uploads.services import upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.uploads.tasks import requeue_undispatched_task
-from tests.console.conftest import BROKER_MODE, PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import BROKER_MODE, finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 needs_broker = pytest.mark.skipif(not BROKER_MODE, reason="needs a real broker and workers")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _finished(pk: int, model=Upload):
-    def check():
-        """the job to finish"""
-        row = model.objects.get(pk=pk)
-        return row if row.finished else None
-
-    return check
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _direct_report(log: Path, **params) -> dict:
@@ -105,7 +97,7 @@ def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_pat
     # a new worker gets the unacknowledged task back (marked redelivered) and takes over
     with _worker("rescuer", queue, tmp_path, KVSCOPE_BROKER_VISIBILITY_TIMEOUT="2",
                  KVSCOPE_BROKER_RESTORE_EVERY="1") as rescuer:  # fmt: skip
-        done = wait_for(_finished(upload.pk), timeout=240)
+        done = wait_for(finished(Upload, upload.pk), timeout=240)
         assert done.status == JobStatus.DONE, done.message
         assert str(rescuer.pid) in done.processed_by
     # the same report as an uninterrupted run, one analysis row, no leftovers
@@ -155,7 +147,7 @@ def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
     page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
     assert "The ingest stalled." in page and reverse("upload_retry", args=[upload.pk]) in page
     client.post(reverse("upload_retry", args=[upload.pk]))  # to the default queue's worker
-    done = wait_for(_finished(upload.pk), timeout=240)
+    done = wait_for(finished(Upload, upload.pk), timeout=240)
     assert done.status == JobStatus.DONE, done.message
     assert str(killed.pid) not in done.processed_by
     assert done.requests == 20_000
@@ -223,7 +215,7 @@ def test_database_connections_cut_mid_ingest_never_give_a_partial_done(big_log):
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         assert cursor.fetchone()[0] >= 1
-    done = wait_for(_finished(upload.pk), timeout=240)
+    done = wait_for(finished(Upload, upload.pk), timeout=240)
     print(f"after the cut: {done.status} {done.message}")  # which of the two (for -s runs)
     if done.status == JobStatus.FAILED:  # allowed: a clear reason, and a retry
         assert "database connection was lost" in done.message
@@ -241,7 +233,7 @@ def test_an_unwritable_artifact_folder_fails_clearly_and_writes_nothing(chat_log
     blocker.write_text("a file where the artifact folder should be")
     settings.ARTIFACT_ROOT = blocker / "artifacts"
     upload = upload_create(name="nowhere", sources=[chat_log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
     assert done.message.startswith(f"could not write {blocker}")
     assert "nothing half-written was kept: press Retry" in done.message
@@ -249,13 +241,13 @@ def test_an_unwritable_artifact_folder_fails_clearly_and_writes_nothing(chat_log
     assert all(Path(p).exists() for p in done.raw_paths)  # kept for the retry
     settings.ARTIFACT_ROOT = tmp_path / "artifacts"
     upload_retry(upload=done)  # what the Retry button does
-    again = wait_for(_finished(upload.pk))
+    again = wait_for(finished(Upload, upload.pk))
     assert again.status == JobStatus.DONE and again.requests == 120
 
 
 def test_two_reanalyses_of_one_upload_at_once_are_both_complete(chat_log, settings):
     upload = upload_create(name="shared", sources=[chat_log])
-    upload = wait_for(_finished(upload.pk))
+    upload = wait_for(finished(Upload, upload.pk))
     settings.KVSCOPE_EAGER_IN_THREAD = True  # eager: run both side by side in threads
     asks = [{"scope": "tenant", "lifetime": 600.0}, {"scope": "user", "windows": [60.0]}]
     analyses: list[Analysis] = []
@@ -272,7 +264,7 @@ def test_two_reanalyses_of_one_upload_at_once_are_both_complete(chat_log, settin
     for t in threads:
         t.join()
     for analysis in analyses:
-        done = wait_for(_finished(analysis.pk, Analysis))
+        done = wait_for(finished(Analysis, analysis.pk))
         assert done.status == JobStatus.DONE, done.message
         assert done.report == _direct_report(chat_log, **done.params)
 
@@ -414,14 +406,14 @@ def test_a_busy_worker_survives_a_broker_restart_and_takes_the_next_upload(big_l
         assert worker.poll() is None, (tmp_path / "steady.log").read_text()[-3000:]
         redis.start()
         # the task went on through the outage (the database was there) and finished
-        done = wait_for(_finished(upload.pk), timeout=240)
+        done = wait_for(finished(Upload, upload.pk), timeout=240)
         assert done.status == JobStatus.DONE, done.message
         assert done.requests == 20_000
         assert Analysis.objects.get(upload=done).report == _direct_report(big_log)
         wait_for(_answers(f"steady@{socket.gethostname()}"), timeout=60)
         # the same worker, reconnected, takes the next upload
         after = upload_create(name="after the restart", sources=[chat_log])
-        again = wait_for(_finished(after.pk), timeout=120)
+        again = wait_for(finished(Upload, after.pk), timeout=120)
         assert again.status == JobStatus.DONE and not again.dispatch_failed, again.message
         assert again.requests == 120
         assert worker.poll() is None

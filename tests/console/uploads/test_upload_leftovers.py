@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from bench.generate import chat_requests, write_jsonl
-from tests.console.conftest import BROKER_MODE, wait_for
+from tests.console.waiting import BROKER_MODE, wait_for
 
 pytestmark = pytest.mark.skipif(
     BROKER_MODE, reason="self-contained: its own web process and SQLite database"
 )
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SENTENCE = "Marmalade zeppelins whisper quarterly audit secrets to the lighthouse keeper"
 ORPHAN_SECONDS = 60
 

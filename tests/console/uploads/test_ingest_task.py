@@ -15,7 +15,7 @@ from django.utils import timezone
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.services import upload_create
-from tests.console.conftest import BROKER_MODE, wait_for
+from tests.console.waiting import BROKER_MODE, finished, wait_for
 
 
 def _in_a_month():
@@ -25,18 +25,9 @@ def _in_a_month():
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def _finished(pk: int):
-    def check():
-        """the upload to finish"""
-        upload = Upload.objects.get(pk=pk)
-        return upload if upload.status not in ("pending", "running") else None
-
-    return check
-
-
 def test_ingest_runs_the_task_and_stores_the_engine_report(chat_log):
     upload = upload_create(name="day one", sources=[chat_log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
 
     assert done.status == JobStatus.DONE, done.message
     worker_pid = int(done.processed_by.rsplit(":", 1)[1])
@@ -74,14 +65,14 @@ def test_a_file_with_no_usable_line_fails_with_the_reason(tmp_path):
     log = tmp_path / "bad.jsonl"
     log.write_text('{"timestamp": 1, "messages": []}\n')
     upload = upload_create(name="bad", sources=[log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
     assert "line 1: no messages" in done.message
 
 
 def test_kept_raw_file_survives_the_ingest(chat_log):
     upload = upload_create(name="kept", sources=[chat_log], keep_raw_until=_in_a_month())
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.DONE
     assert Path(done.raw_paths[0]).read_bytes() == chat_log.read_bytes()
 
@@ -89,7 +80,7 @@ def test_kept_raw_file_survives_the_ingest(chat_log):
 def test_embedded_default_can_run_the_ingest_in_a_background_thread(chat_log, settings):
     settings.KVSCOPE_EAGER_IN_THREAD = True
     upload = upload_create(name="threaded", sources=[chat_log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.DONE, done.message
     assert done.requests == 120
     assert Analysis.objects.get(upload=done).report["requests"] == 120
@@ -99,7 +90,7 @@ def test_kept_raw_files_are_purged_after_their_date(chat_log):
     from django.core.management import call_command
 
     upload = upload_create(name="kept", sources=[chat_log], keep_raw_until=_in_a_month())
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     raw = Path(done.raw_paths[0])
     call_command("purge_expired_raw")  # not expired yet: kept
     assert raw.exists()
@@ -112,7 +103,7 @@ def test_kept_raw_files_are_purged_after_their_date(chat_log):
 def test_a_split_ingest_over_a_chord_gives_the_single_pass_report(chat_log):
     upload = upload_create(name="split", sources=[chat_log], parts=3)
     assert upload.ingest_parts == 3
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.DONE, done.message
     assert done.requests == 120
     stored = Analysis.objects.get(upload=done).report
@@ -137,7 +128,7 @@ def _mixed_log(path: Path, bad: int) -> Path:
 
 def test_bad_lines_leave_a_partial_upload_that_names_them(tmp_path):
     upload = upload_create(name="mixed", sources=[_mixed_log(tmp_path / "mixed.jsonl", 2)])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.PARTIAL and done.requests == 3 and done.skipped_lines == 3
     assert [(e["line"], e["reason"][:40]) for e in done.errors] == [
         (2, "not valid JSON (unexpected character, ex"),
@@ -151,7 +142,7 @@ def test_past_the_error_budget_the_upload_fails_and_says_so(tmp_path):
     budget = settings.KVSCOPE_MAX_BAD_LINES  # the worker's own default: 10,000
     log = _mixed_log(tmp_path / "mostly-bad.jsonl", budget + 1)
     upload = upload_create(name="mostly bad", sources=[log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
     expected = (f"stopped after {budget + 1:,} bad lines, past the budget of {budget:,} "
                 f"(the last: line {budget + 2}: not valid JSON")  # fmt: skip

@@ -10,9 +10,8 @@ from playwright.sync_api import Page
 from console.models import FINISHED, Analysis, Upload
 from console.uploads.services import upload_create
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import sign_in
-from tests.console.conftest import wait_for
-from tests.console.test_browser import _wait_for_charts
+from tests.console.browser_fixtures import sign_in, wait_for_charts
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 chromium = browser_fixtures.chromium
@@ -74,7 +73,7 @@ def test_off_screen_charts_wait_until_scrolled_near(browser_page, analyst, analy
     assert after[last["id"]]["drawn"] == "1" and after[last["id"]]["svg"]
     assert after[last["id"]]["top"] == pytest.approx(last["top"], abs=1)
     # and the rest, one by one, with the checks every browser test makes
-    charts = _wait_for_charts(page)
+    charts = wait_for_charts(page)
     assert [c["id"] for c in charts] == [s["id"] for s in states]
     session.assert_clean()
 

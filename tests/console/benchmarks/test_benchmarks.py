@@ -23,28 +23,17 @@ from console.policies.services import (
     version_submit,
     version_update,
 )
-from tests.analysis.test_benchmarks import aiperf_summary, vllm_result
-from tests.console import test_policies
-from tests.console.conftest import PASSWORD
-from tests.console.test_policies import complete
+from tests.analysis.factories import aiperf_summary, vllm_result
+from tests.console.factories import BENCH_TAGS, PASSWORD, complete, vllm_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
-analysis = test_policies.analysis  # the fixture: a finished default analysis
-
-
-def _file(name: str, **values) -> SimpleUploadedFile:
-    return SimpleUploadedFile(name, json.dumps(vllm_result(**values)).encode())
-
-
-TAGS = {"tier": "none", "context_tokens": 8192, "driver": "570.86", "cuda": "12.8",
-        "engine": "vllm 0.11", "topology": "GPU0 X NV18"}  # fmt: skip
 
 
 def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, analyst):
     assert client.login(username=analyst.username, password=PASSWORD)
-    files = [_file(f"c{n}.json", ttft=t, max_concurrency=n)
+    files = [vllm_file(f"c{n}.json", ttft=t, max_concurrency=n)
              for n, t in ((4, 600.0), (16, 1500.0), (64, 3100.0))]  # fmt: skip
-    response = client.post(reverse("evidence_list"), {**TAGS, "files": files})
+    response = client.post(reverse("evidence_list"), {**BENCH_TAGS, "files": files})
     assert response.status_code == 302
     runs = list(BenchRun.objects.order_by("concurrency"))
     assert [r.concurrency for r in runs] == [4, 16, 64]
@@ -53,8 +42,10 @@ def test_runs_are_uploaded_with_tags_and_the_matrix_shows_the_boundary(client, a
     assert runs[0].versions == {"driver": "570.86", "cuda": "12.8", "engine": "vllm 0.11"}
     assert runs[0].topology == "GPU0 X NV18" and runs[0].model_name == "meta-llama/Llama-3.1-8B"
     # with RAM offload the 64-user run holds
-    ram = [_file("r64.json", ttft=1700.0, max_concurrency=64)]
-    client.post(reverse("evidence_list"), {**TAGS, "tier": "ram", "ram_gib": "64", "files": ram})
+    ram = [vllm_file("r64.json", ttft=1700.0, max_concurrency=64)]
+    client.post(
+        reverse("evidence_list"), {**BENCH_TAGS, "tier": "ram", "ram_gib": "64", "files": ram}
+    )
     page = client.get(reverse("evidence_matrix"),
                       {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000",
                        "p99_itl_ms": "100"}).content.decode()  # fmt: skip
@@ -82,11 +73,11 @@ def test_heatmap_cells_are_coloured_pass_or_fail_against_every_objective(client,
     """A run inside the TTFT objective but over the ITL one is a fail cell (red), as the
     table and the boundary count it; the text still shows its p99 TTFT."""
     assert client.login(username=analyst.username, password=PASSWORD)
-    files = [_file("ok.json", ttft=600.0, itl=35.0, max_concurrency=4),
-             _file("itl.json", ttft=650.0, itl=150.0, max_concurrency=16),
-             _file("tpot.json", ttft=700.0, tpot=90.0, max_concurrency=32),
-             _file("failed.json", ttft=700.0, failed=2, max_concurrency=64)]  # fmt: skip
-    assert client.post(reverse("evidence_list"), {**TAGS, "files": files}).status_code == 302
+    files = [vllm_file("ok.json", ttft=600.0, itl=35.0, max_concurrency=4),
+             vllm_file("itl.json", ttft=650.0, itl=150.0, max_concurrency=16),
+             vllm_file("tpot.json", ttft=700.0, tpot=90.0, max_concurrency=32),
+             vllm_file("failed.json", ttft=700.0, failed=2, max_concurrency=64)]  # fmt: skip
+    assert client.post(reverse("evidence_list"), {**BENCH_TAGS, "files": files}).status_code == 302
     slo = {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000", "p99_tpot_ms": "60",
            "p99_itl_ms": "100"}  # fmt: skip
     page = client.get(reverse("evidence_matrix"), slo).content.decode()
@@ -104,23 +95,23 @@ def test_heatmap_cells_are_coloured_pass_or_fail_against_every_objective(client,
 
 
 def test_a_file_that_is_not_a_result_stores_nothing(analyst):
-    good = _file("good.json", max_concurrency=8)
+    good = vllm_file("good.json", max_concurrency=8)
     bad = SimpleUploadedFile("notes.json", b'{"completed": 3}')
     with pytest.raises(ResultFileError, match=r"notes\.json: not a vllm bench serve result"):
-        bench_runs_create(files=[good, bad], tags=TAGS, user=analyst)
+        bench_runs_create(files=[good, bad], tags=BENCH_TAGS, user=analyst)
     assert not BenchRun.objects.exists()
 
 
 def test_only_analysts_upload_runs(client, auditor):
     assert client.login(username=auditor.username, password=PASSWORD)
     assert "Upload runs" not in client.get(reverse("evidence_list")).content.decode()
-    response = client.post(reverse("evidence_list"), {**TAGS, "files": [_file("x.json")]})
+    response = client.post(reverse("evidence_list"), {**BENCH_TAGS, "files": [vllm_file("x.json")]})
     assert response.status_code == 403 and not BenchRun.objects.exists()
 
 
 def test_a_policy_cites_runs_and_its_sign_off_shows_them(client, analysis, analyst, approver):
-    on = _file("offload-on.json", ttft=1234.0, max_concurrency=32)
-    (run,) = bench_runs_create(files=[on], tags={**TAGS, "tier": "ram", "ram_gib": 64.0},
+    on = vllm_file("offload-on.json", ttft=1234.0, max_concurrency=32)
+    (run,) = bench_runs_create(files=[on], tags={**BENCH_TAGS, "tier": "ram", "ram_gib": 64.0},
                                user=analyst)  # fmt: skip
     version = policy_create(name="cited", user=analyst, analysis=analysis)
     version = version_update(version=version, body=complete(version.body), user=analyst,
@@ -147,7 +138,7 @@ def test_an_aiperf_summary_is_uploaded_with_its_model_and_limit_from_the_tags(cl
     summary = SimpleUploadedFile("profile_export_aiperf.json",
                                  json.dumps(aiperf_summary(ttft_p99=2500.0)).encode())  # fmt: skip
     broken = SimpleUploadedFile("notes.json", b'{"completed": 3,\n nope}')
-    refused = client.post(reverse("evidence_list"), {**TAGS, "files": [summary, broken]})
+    refused = client.post(reverse("evidence_list"), {**BENCH_TAGS, "files": [summary, broken]})
     form = refused.context["form"]  # every problem at once, each at the field to mend
     assert form.errors["model_name"] == [
         "profile_export_aiperf.json does not name its model: give it."]  # fmt: skip
@@ -160,7 +151,7 @@ def test_an_aiperf_summary_is_uploaded_with_its_model_and_limit_from_the_tags(cl
     assert 'id="upload-errors"' in refused.content.decode()  # summarized at the top too
     assert not BenchRun.objects.exists()
     summary.seek(0)
-    tags = {**TAGS, "concurrency": "8", "model_name": "llama-8b", "request_rate": "4"}
+    tags = {**BENCH_TAGS, "concurrency": "8", "model_name": "llama-8b", "request_rate": "4"}
     client.post(reverse("evidence_list"), {**tags, "files": [summary]})
     run = BenchRun.objects.get()
     assert (run.tool, run.model_name, run.concurrency) == ("aiperf", "llama-8b", 8)
@@ -175,11 +166,11 @@ def test_one_schedule_side_by_side_cold_warm_off_on(client, analyst):
     assert client.login(username=analyst.username, password=PASSWORD)
 
     def upload(ttft, completed, tier="none", warm=False, **extra):
-        tags = {**TAGS, "tier": tier, "ram_gib": "64" if tier != "none" else ""}
+        tags = {**BENCH_TAGS, "tier": tier, "ram_gib": "64" if tier != "none" else ""}
         if warm:
             tags["warm"] = "on"
         values = {"max_concurrency": 16, "failed": 200 - completed, **extra}  # 200 sent
-        files = [_file("run.json", ttft=ttft, completed=completed, **values)]
+        files = [vllm_file("run.json", ttft=ttft, completed=completed, **values)]
         assert client.post(reverse("evidence_list"), {**tags, "files": files}).status_code == 302
 
     upload(2000.0, 180, host_ram_start_gib="100", host_ram_end_gib="101.5")
@@ -235,8 +226,8 @@ def test_the_matrix_of_one_request_rate(client, analyst):
     """Runs at two rates: by default a cell shows its worst run; a chosen rate shows its own."""
     assert client.login(username=analyst.username, password=PASSWORD)
     for rate, ttft in (("", 3000.0), ("2.5", 900.0)):  # blank: the file's "inf"
-        files = [_file("r.json", ttft=ttft, max_concurrency=16)]
-        client.post(reverse("evidence_list"), {**TAGS, "request_rate": rate, "files": files})
+        files = [vllm_file("r.json", ttft=ttft, max_concurrency=16)]
+        client.post(reverse("evidence_list"), {**BENCH_TAGS, "request_rate": rate, "files": files})
     assert sorted(BenchRun.objects.values_list("request_rate", flat=True),
                   key=lambda r: r or 0) == [None, 2.5]  # fmt: skip
     slo = {"model": "meta-llama/Llama-3.1-8B", "p99_ttft_ms": "2000", "p99_itl_ms": "100"}
@@ -259,9 +250,9 @@ def test_the_matrix_of_one_request_rate(client, analyst):
 
 def test_runs_download_as_csv_and_each_file_as_uploaded(client, analyst, auditor):
     assert client.login(username=analyst.username, password=PASSWORD)
-    files = [_file("c4.json", ttft=600.0, max_concurrency=4, host_ram_growth_gib=3.5),
-             _file("c16.json", ttft=1500.0, max_concurrency=16, failed=2)]  # fmt: skip
-    client.post(reverse("evidence_list"), {**TAGS, "tier": "ram", "ram_gib": "64",
+    files = [vllm_file("c4.json", ttft=600.0, max_concurrency=4, host_ram_growth_gib=3.5),
+             vllm_file("c16.json", ttft=1500.0, max_concurrency=16, failed=2)]  # fmt: skip
+    client.post(reverse("evidence_list"), {**BENCH_TAGS, "tier": "ram", "ram_gib": "64",
                                            "kv_dtype": "fp8", "files": files})  # fmt: skip
     client.logout()
     assert client.login(username=auditor.username, password=PASSWORD)  # readers may download

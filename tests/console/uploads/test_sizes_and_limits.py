@@ -16,7 +16,8 @@ from django.urls import reverse
 from console.downloads import json_file
 from console.models import Analysis, Upload
 from console.templatetags.kvscope import bytes_h, duration, gib, gib_abs, num, pct, whole
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 2**30
@@ -33,15 +34,6 @@ def _form(**overrides) -> dict:
     return {**data, **overrides}
 
 
-def _finished(pk):
-    def check():
-        """the analysis to finish"""
-        row = Analysis.objects.get(pk=pk)
-        return row if row.finished else None
-
-    return check
-
-
 @pytest.fixture
 def upload(client, analyst, chat_log):
     assert client.login(username=analyst.username, password=PASSWORD)
@@ -55,7 +47,7 @@ def upload(client, analyst, chat_log):
 def _analyze(client, upload, **overrides) -> Analysis:
     response = client.post(reverse("analysis_new", args=[upload.pk]), _form(**overrides))
     assert response.status_code == 302, response.content.decode()[:2000]
-    analysis = wait_for(_finished(Analysis.objects.latest("pk").pk))
+    analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
     assert analysis.status == "done", analysis.message
     return analysis
 

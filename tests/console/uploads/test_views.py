@@ -20,7 +20,8 @@ from console.engine import analysis_params, ingest_options
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
 from console.uploads import charts
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD
+from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,15 +43,6 @@ def _upload_through_form(client, path, **extra):
         return client.post(reverse("upload_new"), data)
 
 
-def _finished(model, pk):
-    def check():
-        """the job to finish"""
-        row = model.objects.get(pk=pk)
-        return row if row.finished else None
-
-    return check
-
-
 @pytest.fixture
 def done_upload(client, analyst, chat_log):
     _login(client, analyst)
@@ -58,7 +50,7 @@ def done_upload(client, analyst, chat_log):
     upload = Upload.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("upload_detail", args=[upload.pk])
-    return wait_for(_finished(Upload, upload.pk))
+    return wait_for(finished(Upload, upload.pk))
 
 
 def test_every_page_needs_sign_in(client):
@@ -142,7 +134,7 @@ def test_reanalysis_uses_the_stored_stream(client, done_upload):
         },
     )
     assert response.status_code == 302
-    analysis = wait_for(_finished(Analysis, Analysis.objects.latest("pk").pk))
+    analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
     assert analysis.status == "done", analysis.message
     stream = BlockStream.load(done_upload.streams["256"])
     expected = analyze(stream, analysis_params(**analysis.params)).to_dict()
@@ -256,13 +248,13 @@ def test_a_failed_ingest_can_be_retried_when_the_raw_file_was_kept(client, analy
     log.write_text("{not json\n")
     keep_until = (timezone.localdate() + dt.timedelta(days=30)).isoformat()
     response = _upload_through_form(client, log, retention="keep", keep_until=keep_until)
-    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.status == "failed" and "not valid JSON" in upload.message
     page = client.get(response["Location"]).content.decode()
     assert "Retry the ingest" in page
     # the same bytes fail the same way, but the retry really runs again
     client.post(reverse("upload_retry", args=[upload.pk]))
-    again = wait_for(_finished(Upload, upload.pk))
+    again = wait_for(finished(Upload, upload.pk))
     assert again.status == "failed" and again.finished_at > upload.finished_at
 
 
@@ -275,7 +267,7 @@ def test_the_bundled_sample_is_one_click_away(client, analyst):
     _login(client, analyst)
     assert b"Analyze the bundled sample" in client.get("/").content
     response = client.post(reverse("upload_sample"))
-    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert response["Location"] == reverse("upload_detail", args=[upload.pk])
     assert upload.status == "done" and upload.requests == 2000
     # the bundled file itself is never deleted: only the stored copy is
@@ -314,7 +306,7 @@ def test_a_failed_ingest_deletes_the_raw_file_unless_kept(client, analyst, tmp_p
     log = tmp_path / "broken.jsonl"
     log.write_text("{not json\n")
     _upload_through_form(client, log)
-    upload = wait_for(_finished(Upload, Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.status == "failed" and upload.raw_paths == []
     assert set(raw.glob("*")) == before  # the stored copy is gone
 

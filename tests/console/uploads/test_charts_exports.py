@@ -25,6 +25,7 @@ from console.staticfinders import (
     package_data_dir,
 )
 from console.uploads import bar_charts, charts, exports
+from tests.analysis.factories import vllm_result
 
 GIB = 2**30
 HASH_KEY = b"test-secret-0123456789"
@@ -392,7 +393,6 @@ def test_every_trace_the_console_draws_is_in_the_cartesian_bundle(report, trace_
     from analysis.benchmarks.comparison import Run, Schedule, side_by_side
     from analysis.benchmarks.files import parse_result
     from console.benchmarks import charts as benchmark_charts
-    from tests.analysis.test_benchmarks import vllm_result
 
     result = parse_result(vllm_result())
     cell = {"result": result, "misses": []}
@@ -452,7 +452,6 @@ def test_numeric_axes_skip_plotlys_second_layout_pass(report):
     # tick labels one by one to hide those past the chart's edge
     from analysis.benchmarks.files import parse_result
     from console.benchmarks import charts as benchmark_charts
-    from tests.analysis.test_benchmarks import vllm_result
 
     cell = {"result": parse_result(vllm_result()), "misses": []}
     figures = [*charts.report_figures(report).values(),

@@ -13,7 +13,7 @@ from django.db import connection
 
 from console.models import JobStatus, Upload
 from console.uploads.services import upload_create
-from tests.console.conftest import wait_for
+from tests.console.waiting import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -28,31 +28,10 @@ from console.uploads.analyses import (
 )
 from console.uploads.forms import BLOCK_SIZES_HELP, FORMAT_OWN
 from console.uploads.services import upload_retry
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import FIT_512, PASSWORD
+from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SHARED_TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
-FIT_512 = (
-    "at 256 tokens per block; "
-    + "they fit 512: retry with 512, or leave the block size to the format"
-)
-
-
-@pytest.fixture
-def trace(tmp_path) -> Path:
-    """The first 2,000 lines of Mooncake's published synthetic trace (its 512-token
-    hash_ids), or, where that file is not on the machine, a generated one like it."""
-    path = tmp_path / "mooncake-trace.jsonl"
-    if SHARED_TRACE.exists():
-        with open(SHARED_TRACE, "rb") as src:
-            path.write_bytes(b"".join(line for _, line in zip(range(2000), src, strict=False)))
-    else:
-        rows = list(mooncake_requests(2000, seed=12))
-        for i in range(0, len(rows), 3):  # short prompts of one block also fit 256
-            rows[i] |= {"input_length": 60 + i % 190, "hash_ids": rows[i]["hash_ids"][:1]}
-        write_jsonl(iter(rows), path)
-    return path
 
 
 def _rows(path: Path) -> list[dict]:
@@ -74,13 +53,12 @@ def _post_upload(client, files, **extra):
     return client.post(reverse("upload_new"), data)
 
 
-def _finished(pk: int):
-    def check():
-        """the upload to finish"""
-        row = Upload.objects.get(pk=pk)
-        return row if row.finished else None
-
-    return check
+def _retried_at_512(client, failed: Upload) -> Upload:
+    """Retry the failed upload with 512 ticked (the form's POST) and wait for its outcome."""
+    response = client.post(reverse("upload_retry", args=[failed.pk]),
+                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
+    assert response.status_code == 302
+    return wait_for(finished(Upload, failed.pk))
 
 
 def _facts(page: str) -> dict[str, str]:
@@ -109,7 +87,7 @@ def test_a_trace_uploaded_with_the_form_defaults_is_read_at_its_own_512(client, 
     with open(trace, "rb") as fh:
         response = _post_upload(client, [fh])
     assert response.status_code == 302
-    upload = wait_for(_finished(Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.status == "done", upload.message
     assert upload.block_sizes == []  # the format's own: stored as no explicit size
     assert upload.available_block_sizes == [512] and upload.source_format == "mooncake"
@@ -121,19 +99,6 @@ def test_a_trace_uploaded_with_the_form_defaults_is_read_at_its_own_512(client, 
     assert analysis.report["distinct_blocks"] == direct.distinct_blocks
 
 
-@pytest.fixture
-def long_prompts(trace, tmp_path) -> Path:
-    """The trace's requests of two blocks or more: each contradicts input_length at 256,
-    128 or 64 tokens per block (n 512-token blocks would be about 2n, 4n, 8n of those),
-    so read at one of them no line is usable: the ingest fails, as on every machine (a
-    real worker keeps its own error budget, so none is changed here)."""
-    path = tmp_path / "mooncake-long.jsonl"
-    lines = [line for line in trace.read_bytes().splitlines(keepends=True)
-             if len(orjson.loads(line)["hash_ids"]) >= 2]  # fmt: skip
-    path.write_bytes(b"".join(lines))
-    return path
-
-
 def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     client, analyst, long_prompts
 ):
@@ -142,7 +107,7 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     _login(client, analyst)
     with open(long_prompts, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])  # ticked: overrides the trace's own
-    failed = wait_for(_finished(Upload.objects.get().pk))
+    failed = wait_for(finished(Upload, Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [256]
     first = rows[0]
     # (which name the file has in it is the ingest's: the stored one, or the user's)
@@ -169,10 +134,7 @@ def test_a_trace_read_at_256_fails_naming_512_and_retry_with_512_reads_it(
     # Retry offers the block sizes again, prefilled with those chosen
     assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
 
-    response = client.post(reverse("upload_retry", args=[failed.pk]),
-                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
-    assert response.status_code == 302
-    done = wait_for(_finished(failed.pk))
+    done = _retried_at_512(client, failed)
     assert done.status == "done", done.message
     assert done.block_sizes == [512] and done.available_block_sizes == [512]
     assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
@@ -197,7 +159,7 @@ def test_a_split_trace_read_at_256_keeps_its_file_and_retry_with_512_reads_it(
     _login(client, analyst)
     with open(long_prompts, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])
-    failed = wait_for(_finished(Upload.objects.get().pk))
+    failed = wait_for(finished(Upload, Upload.objects.get().pk))
     assert failed.ingest_parts == 3
     assert failed.status == "failed" and failed.block_sizes == [256]
     assert failed.message.endswith(f"hash_ids contradict input_length on {len(rows):,} lines "
@@ -208,25 +170,10 @@ def test_a_split_trace_read_at_256_keeps_its_file_and_retry_with_512_reads_it(
     page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
     assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
 
-    response = client.post(reverse("upload_retry", args=[failed.pk]),
-                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
-    assert response.status_code == 302
-    done = wait_for(_finished(failed.pk))
+    done = _retried_at_512(client, failed)
     assert done.status == "done", done.message
     assert done.block_sizes == [512] and done.available_block_sizes == [512]
     assert (done.requests, done.skipped_lines, done.errors) == (len(rows), 0, [])
-
-
-@pytest.fixture
-def shared_head(tmp_path) -> Path:
-    """The first 1,500 lines of Mooncake's published synthetic trace: its short prompts
-    also fit 256, the rest fit 512 only (the browser walk-through's upload, cut short)."""
-    if not SHARED_TRACE.exists():
-        pytest.skip(f"{SHARED_TRACE} is not on this machine")
-    path = tmp_path / "mooncake-head.jsonl"
-    with open(SHARED_TRACE, "rb") as src:
-        path.write_bytes(b"".join(line for _, line in zip(range(1500), src, strict=False)))
-    return path
 
 
 @pytest.mark.parametrize("parts", [1, 3], ids=["one pass", "split in 3"])
@@ -245,7 +192,7 @@ def test_a_trace_partly_readable_at_256_fails_naming_512_and_retry_with_512_read
     _login(client, analyst)
     with open(shared_head, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])
-    failed = wait_for(_finished(Upload.objects.get().pk))
+    failed = wait_for(finished(Upload, Upload.objects.get().pk))
     assert failed.ingest_parts == parts
     assert failed.status == "failed" and failed.block_sizes == [256], failed.message
     assert failed.message.endswith(
@@ -264,10 +211,7 @@ def test_a_trace_partly_readable_at_256_fails_naming_512_and_retry_with_512_read
     page = client.get(reverse("upload_detail", args=[failed.pk])).content.decode()
     assert "Retry the ingest" in page and _checked_sizes(page) == ["256"]
 
-    response = client.post(reverse("upload_retry", args=[failed.pk]),
-                           {"sizes_shown": "1", "block_sizes": ["512"]})  # fmt: skip
-    assert response.status_code == 302
-    done = wait_for(_finished(failed.pk))
+    done = _retried_at_512(client, failed)
     assert done.status == "done", done.message
     assert done.block_sizes == [512] and done.available_block_sizes == [512]
     assert (done.requests, done.skipped_lines, done.errors, done.notes) == (len(rows), 0, [], [])
@@ -288,7 +232,7 @@ def test_an_error_budget_stop_shows_the_requests_read_and_the_lines_skipped(
     _login(client, analyst)
     with open(log, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256"])
-    failed = wait_for(_finished(Upload.objects.get().pk))
+    failed = wait_for(finished(Upload, Upload.objects.get().pk))
     assert failed.status == "failed"
     assert failed.message.startswith(
         f"stopped after {budget + 1:,} bad lines, past the budget of {budget:,} (the last: "
@@ -309,7 +253,7 @@ def test_retry_with_nothing_ticked_is_a_field_error_and_queues_nothing(
     _login(client, analyst)
     with open(long_prompts, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["256", "64"])
-    failed = wait_for(_finished(Upload.objects.get().pk))
+    failed = wait_for(finished(Upload, Upload.objects.get().pk))
     assert failed.status == "failed" and failed.block_sizes == [64, 256]
     # a trace has one size: the smallest ticked, as the help text says
     assert failed.message.endswith("at 64 tokens per block; they fit 512: retry with 512, "
@@ -328,14 +272,14 @@ def test_retry_with_the_formats_own_stores_no_explicit_size(long_prompts):
     from console.uploads.services import upload_create
 
     created = upload_create(name="t", sources=[long_prompts], block_sizes=[128])
-    upload = wait_for(_finished(created.pk))
+    upload = wait_for(finished(Upload, created.pk))
     assert upload.status == "failed" and upload.block_sizes == [128]
     assert upload.message.endswith(
         "at 128 tokens per block; they fit 512: retry with 512, or leave the block size to "
         "the format"
     )
     upload_retry(upload=upload, block_sizes=[])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == "done" and done.block_sizes == [] and done.available_block_sizes == [512]
     assert done.requests == len(_rows(long_prompts))
 
@@ -371,7 +315,7 @@ def test_a_chat_upload_without_256_runs_its_first_analysis_on_the_smallest(
     _login(client, analyst)
     with open(chat_log, "rb") as fh:
         _post_upload(client, [fh], block_sizes=["128", "64"])
-    upload = wait_for(_finished(Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.available_block_sizes == [64, 128]
     assert Analysis.objects.get(upload=upload).block_tokens == 64
     page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
@@ -423,7 +367,7 @@ def test_the_file_limit_keeps_the_files_before_it_whole(
         client, [_named("a.jsonl", data), _named("b.jsonl", other.read_bytes())]
     )
     assert response.status_code == 302  # at the limit: accepted, both stored whole
-    upload = wait_for(_finished(Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.raw_names == ["a.jsonl", "b.jsonl"]
     assert (upload.requests, upload.skipped_lines) == (120 + 80, 0)
     response = _post_upload(client, [_named(f"{c}.jsonl", data) for c in "abc"])
@@ -456,7 +400,7 @@ def test_an_over_long_file_name_is_cut_safely_keeping_its_extension(client, anal
     name = "x" * 300 + ".jsonl"
     response = _post_upload(client, [_named(name, chat_log.read_bytes())])
     assert response.status_code == 302
-    upload = wait_for(_finished(Upload.objects.get().pk))
+    upload = wait_for(finished(Upload, Upload.objects.get().pk))
     assert upload.status == "done", upload.message
     assert upload.raw_names == ["x" * 249 + ".jsonl"] and len(upload.raw_names[0]) == 255
 

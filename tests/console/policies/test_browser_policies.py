@@ -28,7 +28,8 @@ from console.uploads.analyses import analysis_create
 from console.uploads.services import upload_create
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import sign_in
-from tests.console.conftest import PASSWORD, wait_for
+from tests.console.factories import PASSWORD, approved_version
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # the browser fixtures, visible to this module's tests
@@ -241,9 +242,7 @@ def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
 def test_retiring_takes_the_password_and_keeps_the_comment_after_a_wrong_one(
     browser_page, evidence, analyst, approver
 ):
-    from tests.console.test_policies import _approved
-
-    version = _approved(evidence, analyst, approver)
+    version = approved_version(evidence, analyst, approver)
     session, page = browser_page, browser_page.page
     sign_in(page, approver.username)
     page.goto(f"/policies/versions/{version.pk}/")

@@ -10,18 +10,9 @@ import pytest
 
 from console.models import JobStatus, Upload
 from console.uploads.services import upload_create
-from tests.console.conftest import wait_for
+from tests.console.waiting import finished, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def _finished(pk: int):
-    def check():
-        """the upload to finish"""
-        upload = Upload.objects.get(pk=pk)
-        return upload if upload.status not in ("pending", "running") else None
-
-    return check
 
 
 def _write(path: Path, rows: list) -> Path:
@@ -41,7 +32,7 @@ def test_errors_and_failures_name_the_files_as_uploaded(tmp_path):
     upload = upload_create(name="two days", sources=[monday, tuesday])
     stored = [Path(p).name for p in upload.raw_paths]
     assert stored != ["monday.jsonl", "tuesday.jsonl"]  # generated names on disk
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.PARTIAL and done.requests == 3
     assert [(e["file"], e["line"]) for e in done.errors] == [("monday.jsonl", 2),
                                                              ("tuesday.jsonl", 2)]  # fmt: skip
@@ -50,7 +41,7 @@ def test_errors_and_failures_name_the_files_as_uploaded(tmp_path):
     trace = _write(tmp_path / "mooncake.jsonl", [row])
     upload = upload_create(name="mixed kinds", sources=[monday, trace])
     stored = [Path(p).name for p in upload.raw_paths]
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
     assert done.message == (
         "the files are in different formats: monday.jsonl is a chat log, mooncake.jsonl is a "
@@ -66,7 +57,7 @@ def test_past_the_blank_line_budget_the_upload_fails_naming_the_file(tmp_path, s
     log = tmp_path / "gaps.jsonl"
     log.write_bytes(orjson.dumps(_chat(1)) + b"\n" * 8 + orjson.dumps(_chat(2)) + b"\n")
     upload = upload_create(name="gaps", sources=[log])
-    done = wait_for(_finished(upload.pk))
+    done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
     assert done.message == (
         "gaps.jsonl: stopped at line 8: 7 blank (whitespace-only) lines against 1 with "

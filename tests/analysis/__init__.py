@@ -1,0 +1,1 @@
+"""The engine's tests (no Django): readers, ingest, metrics, benchmarks, golden reports."""

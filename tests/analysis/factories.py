@@ -1,0 +1,60 @@
+"""Builders for the engine's and the console's tests (no Django): log rows and benchmark
+result files."""
+
+from __future__ import annotations
+
+from analysis.benchmarks.files import LATENCIES, STATS
+
+
+def vllm_result(ttft=500.0, tpot=40.0, itl=35.0, completed=100, failed=0, **extra) -> dict:
+    """A `vllm bench serve --save-result` file's shape (values chosen by hand)."""
+    base = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": ttft + 200 * tpot}
+    obj = {
+        "date": "20261129-101500", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B",
+        "tokenizer_id": "meta-llama/Llama-3.1-8B", "num_prompts": 200, "request_rate": "inf",
+        "max_concurrency": 16, "duration": 61.5, "completed": completed, "failed": failed,
+        "total_input_tokens": 400000, "total_output_tokens": 40000,
+        "request_throughput": 3.25, "output_throughput": 650.4, "total_token_throughput": 7154.5,
+        "input_lens": [2000] * 3, "ttfts": [0.5, 0.6, 0.4], "errors": ["", "", ""],
+    }  # fmt: skip
+    for stat in STATS:
+        for metric in LATENCIES:
+            scale = {"mean": 0.7, "median": 0.6, "std": 0.2, "p99": 1.0}[stat]
+            obj[f"{stat}_{metric}_ms"] = base[metric] * scale
+    return {**obj, **extra}
+
+
+def aiperf_summary(ttft_p99=812.5, count=20.0, errors=None, unit="ms", **extra) -> dict:
+    """A `profile_export_aiperf.json` shape from its schema page (record metrics carry a
+    distribution, counts and throughputs only `unit` + `avg`)."""
+
+    def record(p99, unit=unit):
+        return {"unit": unit, "avg": p99 * 0.7, "min": p99 * 0.1, "max": p99 * 1.2,
+                "p50": p99 * 0.6, "p90": p99 * 0.9, "p99": p99, "std": p99 * 0.2,
+                "count": int(count), "sum": p99 * 0.7 * count}  # fmt: skip
+
+    obj = {
+        "schema_version": "1.5", "aiperf_version": "0.14.0", "benchmark_id": "abc123",
+        "start_time": "2026-11-29T10:00:00Z", "end_time": "2026-11-29T10:01:00Z",
+        "was_cancelled": False,
+        "time_to_first_token": record(ttft_p99),
+        "inter_token_latency": record(40.0),
+        "inter_chunk_latency": record(35.0),
+        "request_latency": record(9000.0),
+        "request_count": {"unit": "requests", "avg": count},
+        "request_throughput": {"unit": "requests/sec", "avg": 1.45},
+        "output_token_throughput": {"unit": "tokens/sec", "avg": 290.0},
+        "benchmark_duration": {"unit": "sec", "avg": 13.8},
+        "input_config": {"endpoint": {"streaming": True}},
+    }  # fmt: skip
+    if errors is not None:
+        obj["error_request_count"] = {"unit": "requests", "avg": errors}
+    return {**obj, **extra}
+
+
+def chat_row(timestamp: float, *messages: tuple[str, str]) -> dict:
+    """One chat log line: its time and its (role, content) messages, nothing else."""
+    return {
+        "timestamp": timestamp,
+        "messages": [{"role": role, "content": content} for role, content in messages],
+    }

@@ -1,0 +1,1 @@
+"""Tests of the uploads wing: ingest, analyses, pages, charts and exports, limits, faults."""

@@ -1,0 +1,36 @@
+"""Waiting for a task's outcome: on the embedded default it ran already, on a real worker
+(CELERY_BROKER_URL set, the second run of .ci/run) the test polls until it is there."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import models
+
+BROKER_MODE = not settings.CELERY_TASK_ALWAYS_EAGER
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 120.0, interval: float = 0.2) -> T:
+    """Poll until predicate() returns a truthy value (a task on a real worker)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {predicate.__doc__ or predicate}")
+
+
+def finished(model: type[models.Model], pk: int) -> Callable[[], Any]:
+    """A predicate for wait_for: the job (an Upload or an Analysis) once it has finished."""
+
+    def check():
+        row = model.objects.get(pk=pk)
+        return row if row.finished else None
+
+    check.__doc__ = f"the {model.__name__.lower()} to finish"
+    return check
