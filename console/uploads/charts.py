@@ -166,34 +166,17 @@ def working_set_figure(report: dict) -> dict:
     for i, window in enumerate(report.get("windows") or []):
         series = window.get("series") or {}
         t = [s / per for s in series.get("t_s", [])]
-        name = window_name(window["window_s"])
-        colour = color(i)
-        fig.add_trace(
-            go.Scatter(
-                x=t,
-                y=[gib(b) for b in series.get("useful_ws_bytes", [])],
-                mode="lines",
-                name=f"useful ≤ {name}",
-                uid=f"useful-{window['window_s']:g}",
-                legendgroup=name,
-                line={"color": colour, "width": 2},
-                hovertemplate=(
-                    f"%{{x:.1f}} {unit}<br>useful ≤ {name}: %{{y:.2f}} GiB<extra></extra>"
-                ),
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=t,
-                y=[gib(b) for b in series.get("ttl_occupancy_bytes", [])],
-                mode="lines",
-                name=f"TTL {name}",
-                uid=f"ttl-{window['window_s']:g}",
-                legendgroup=name,
-                line={"color": colour, "width": 1.5, "dash": "dash"},
-                hovertemplate=f"%{{x:.1f}} {unit}<br>TTL {name}: %{{y:.2f}} GiB<extra></extra>",
-            )
-        )
+        name, colour, w = window_name(window["window_s"]), color(i), window["window_s"]
+        for kind, label, line in (
+            ("useful", f"useful ≤ {name}", {"color": colour, "width": 2}),
+            ("ttl", f"TTL {name}", {"color": colour, "width": 1.5, "dash": "dash"}),
+        ):
+            values = series.get("useful_ws_bytes" if kind == "useful" else "ttl_occupancy_bytes")
+            fig.add_trace(go.Scatter(
+                x=t, y=[gib(b) for b in values or []], mode="lines", name=label,
+                uid=f"{kind}-{w:g}", legendgroup=name, line=line,
+                hovertemplate=f"%{{x:.1f}} {unit}<br>{label}: %{{y:.2f}} GiB<extra></extra>",
+            ))  # fmt: skip
     style(
         fig,
         "Working set over time: useful vs store-everything (TTL)",
