@@ -39,6 +39,8 @@ def run(requests: int, workers: int, workdir: str | None) -> None:
     with ProcessPoolExecutor(workers) as pool:
         done = list(pool.map(_ingest_part, [str(log)] * len(ranges), ranges, folders))
     parts = [load_part(folder) for folder in done]
+    if any(part is None for part in parts):
+        raise SystemExit(f"a part left nothing in {out}: see its worker's error above")
     merged = next(iter(merge_part_results([p for p in parts if p is not None]).values()))
     parallel = time.perf_counter() - start
     same = bool((merged.ref_key == one.ref_key).all()) and merged.requests == one.requests

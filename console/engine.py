@@ -1,5 +1,6 @@
-"""The console's doorway to the engine: settings -> engine options, stored parameter
-values -> AnalysisParams. No arithmetic here beyond GiB -> bytes; the engine computes."""
+"""Settings -> the engine's options, and stored parameter values (the analysis form's, in
+GiB and preset names) -> AnalysisParams: the one mapping between the two vocabularies.
+No arithmetic here beyond GiB -> bytes; the engine computes."""
 
 from __future__ import annotations
 

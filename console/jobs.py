@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analysis import Progress
-from console.celery import TASK_PACKAGES, app
+from console.celery import app
 from console.heartbeat import DB_LOST, abandoned, worker_name
 from console.models import Analysis, JobStatus, Upload, stalled_q
 
@@ -44,11 +44,8 @@ class JobFailed(Exception):
 
 
 def task_named(name: str) -> Task:
-    """The task registered under `name`. A worker registers every task when it starts; a
-    web process (eager, no broker) the first time it queues a job, by the same discovery
-    (console.celery), so that no service has to import a task module."""
-    if name not in app.tasks:
-        app.autodiscover_tasks(TASK_PACKAGES, force=True)
+    """The task registered under `name` (console.apps registers every task when Django is
+    set up), so that no service has to import a task module."""
     return app.tasks[name]
 
 

@@ -129,7 +129,7 @@ class Analysis(Job):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     block_tokens = models.PositiveIntegerField()
-    params = models.JSONField(default=dict)  # the form's values (see console.forms)
+    params = models.JSONField(default=dict)  # the form's values (console.uploads.analysis_forms)
     report = models.JSONField(null=True, blank=True)
     # the Plotly figures drawn from the report, as [name, figure] pairs in drawing order,
     # built once when it is written: a page view reads them, it never recomputes anything

@@ -54,7 +54,7 @@ def plain(value: Any) -> Any:
 
 def to_dict(fig: go.Figure) -> dict:
     # to_plotly_json keeps the traces' uids (fig.to_json drops them); plotly's encoder turns
-    # numpy values into JSON, and _plain the typed arrays back into lists
+    # numpy values into JSON, and plain() the typed arrays back into lists
     out = plain(json.loads(to_json_plotly(fig.to_plotly_json())))
     return {"data": out.get("data", []), "layout": out.get("layout", {})}
 

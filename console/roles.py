@@ -14,7 +14,7 @@ ANALYST, APPROVER, AUDITOR = "analyst", "approver", "auditor"
 ROLES = (ANALYST, APPROVER, AUDITOR)
 # permissions each role's group holds (app_label.codename)
 ROLE_PERMISSIONS = {
-    ANALYST: ["console.analyze_upload", "console.author_policy"],
+    ANALYST: ["console.analyze_upload"],
     APPROVER: ["console.approve_policy"],
     AUDITOR: [],
 }
@@ -49,8 +49,8 @@ def can_read(user) -> bool:
 
 
 def can_analyze(user) -> bool:
-    """The analyst's rights: upload logs, run analyses, draft and submit policies (the
-    analyst group holds both console.analyze_upload and console.author_policy)."""
+    """The analyst's rights, all under console.analyze_upload: upload logs, run analyses,
+    draft and submit policies."""
     return user.is_authenticated and (user.is_superuser or user.has_perm("console.analyze_upload"))
 
 

@@ -27,7 +27,7 @@ collectstatic copies it (and, with whitenoise's manifest storage, hashes and gzi
 STATIC_ROOT/vendor/plotly/. In development (whitenoise finding files through the finders)
 there is no collectstatic, so `find()` answers with a copy kept next to its gzipped twin in
 KVSCOPE_VENDOR_CACHE: whitenoise serves the .gz to browsers that accept gzip. plotly is
-located without importing it (console.uploads.charts is the only module that imports plotly).
+located without importing it (only console.plotting and the wings' charts import it).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from django.core.files.storage import FileSystemStorage
 
 PACKAGE_NAME = "plotly.min.js"  # the full bundle, inside plotly/package_data
 VENDORED = Path(__file__).resolve().parent / "vendor" / "plotly-cartesian.min.js"
-# the trace types of the cartesian bundle (its README); console.uploads.charts draws a subset
+# the trace types of the cartesian bundle (its README); the wings' charts draw a subset
 CARTESIAN_TRACES = frozenset({
     "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
     "image", "pie", "scatter", "scatterternary", "violin",

@@ -6,7 +6,7 @@ part on its own (in memory, or to a folder another process reads back), merge th
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,16 @@ def merge_part_results(
     size the parts read, smallest first (as one pass orders them when stored). Raises as
     merge_parts: UnusableInput when no part had a usable line, TooManyBadLines past the
     budget, or a trace made at another block size."""
+    return dict(merged_by_size(results, max_bad_lines, sizes))
+
+
+def merged_by_size(
+    results: Sequence[PartResult],
+    max_bad_lines: int | None = None,
+    sizes: Iterable[int] | None = None,
+) -> Iterator[tuple[int, BlockStream]]:
+    """merge_part_results one size at a time, so a caller that saves each merged stream
+    and lets it go holds only one in memory (raising as merge_part_results does)."""
     by_size: dict[int, list[BlockStream]] = {}
     for result in results:
         for size, stream in result.streams.items():
@@ -110,7 +120,8 @@ def merge_part_results(
     if not by_size:
         merge_parts([], unusable)  # raises: no part had a usable line
     chosen = sorted(by_size) if sizes is None else list(sizes)
-    return {size: merge_parts(by_size[size], unusable, max_bad_lines) for size in chosen}
+    for size in chosen:
+        yield size, merge_parts(by_size[size], unusable, max_bad_lines)
 
 
 def ingest_in_parts(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 
 import orjson
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
@@ -117,10 +117,16 @@ class VerifiedPrefix:
     last_hash: str
     fingerprint: str
 
+    def key(self) -> tuple[int, int, str]:
+        """What the rows up to last_id must show again for the prefix to still hold."""
+        return (self.last_id, self.events, self.fingerprint)
 
-# where verify_cached() keeps the prefix it verified last (Django's cache: per process
-# with the default local-memory cache, which only means each process verifies once)
-VERIFIED_PREFIX_KEY = "kvscope:audit:verified-prefix"
+
+# the prefix verify_cached() verified last: in this process's memory, never in a cache
+# another process could write (it is what the audit page trusts); each process verifies
+# the whole chain once
+_verified: dict[str, VerifiedPrefix] = {}
+_verified_lock = threading.Lock()
 _PREV_MISMATCH = (
     "its previous-hash does not match the event before it (an event was removed or reordered)"
 )
@@ -130,36 +136,6 @@ _STORED_COLUMNS = ("pk", "prev_hash", "hash", "stored_at", "actor_name", "action
                    "object_type", "object_id", "stored_details")  # fmt: skip
 _HASHED_COLUMNS = ("pk", "prev_hash", "hash", "at", "actor_name", "action", "object_type",
                    "object_id", "details")  # fmt: skip
-
-
-@dataclass
-class _Scan:
-    """Every stored row read once, as the database stores it (no hashing per event)."""
-
-    events: int
-    last_id: int
-    fingerprint: str
-    trusted_holds: bool  # the trusted prefix's rows fingerprint as they did
-
-
-def _scan(trusted: VerifiedPrefix | None) -> _Scan:
-    """Fingerprint every row in order, noting the fingerprint where `trusted` ends."""
-    fingerprint, events, last_id = hashlib.sha256(), 0, 0
-    at_trusted_end: tuple | None = None  # (last id, events, fingerprint) at its end
-    rows = (
-        AuditEvent.objects.order_by("pk")
-        .annotate(stored_at=Cast("at", TextField()), stored_details=Cast("details", TextField()))
-        .values_list(*_STORED_COLUMNS)
-    )
-    for row in rows.iterator():
-        if trusted is not None and at_trusted_end is None and row[0] > trusted.last_id:
-            at_trusted_end = (last_id, events, fingerprint.hexdigest())
-        fingerprint.update(orjson.dumps(row))
-        events, last_id = events + 1, row[0]
-    if at_trusted_end is None:
-        at_trusted_end = (last_id, events, fingerprint.hexdigest())
-    expected = None if trusted is None else (trusted.last_id, trusted.events, trusted.fingerprint)
-    return _Scan(events, last_id, fingerprint.hexdigest(), at_trusted_end == expected)
 
 
 @dataclass
@@ -178,12 +154,18 @@ class _Walk:
         if upto is not None:
             events = events.filter(pk__lte=upto)
         for event in events.values_list(*_HASHED_COLUMNS, named=True).iterator():
-            self.count += 1
-            self.broken = self._fault(event)
-            if self.broken is not None:
+            if not self.step(event):
                 break
-            self.prev, self.last_pk = event.hash, event.pk
         return self
+
+    def step(self, event) -> bool:
+        """Follow one event; False (and `broken` set) when it does not continue the chain."""
+        self.count += 1
+        self.broken = self._fault(event)
+        if self.broken is not None:
+            return False
+        self.prev, self.last_pk = event.hash, event.pk
+        return True
 
     def _fault(self, event) -> tuple[int, str] | None:
         """Why this event does not continue the chain (None when it does)."""
@@ -247,19 +229,47 @@ def verify() -> ChainCheck:
 
 
 def verify_cached() -> ChainCheck:
-    """verify()'s answer without hashing again what an earlier call verified. Every row
-    is still read and fingerprinted as stored, so a changed, removed or reordered old
-    event makes it hash the whole chain again (and report the event, as verify() does);
-    else only the events after the verified prefix are hashed. The head is read and
-    compared every time."""
+    """verify()'s answer without hashing again what an earlier call verified. One query
+    reads every row both as the database stores it (fingerprinted) and as Django reads it
+    (hashed after the verified prefix): when the prefix's rows no longer fingerprint as
+    they did (an old event changed, removed or reordered behind the app's back, which
+    leaves the head where it was), the whole chain is hashed again in a pass of its own
+    and reported as verify() reports it. The head is read and compared every time."""
     head = AuditHead.objects.filter(pk=HEAD_ID).first()
-    trusted = cache.get(VERIFIED_PREFIX_KEY)
-    scan = _scan(trusted if isinstance(trusted, VerifiedPrefix) else None)
-    walk = _Walk()
-    if scan.trusted_holds:
-        walk = _Walk(trusted.last_hash, trusted.events, trusted.last_id)
-    walk.run(upto=scan.last_id)
-    if walk.broken is None and walk.count == scan.events and scan.events:
-        verified = VerifiedPrefix(scan.last_id, scan.events, walk.prev, scan.fingerprint)
-        cache.set(VERIFIED_PREFIX_KEY, verified, timeout=None)
+    with _verified_lock:
+        trusted = _verified.get("prefix")
+    walk = _verify_after(trusted)
+    if walk is None:  # the prefix no longer holds: trust nothing
+        walk = _verify_after(None)
+        assert walk is not None  # with nothing trusted, nothing can fail to hold
     return _conclude(walk, head)
+
+
+def _verify_after(trusted: VerifiedPrefix | None) -> _Walk | None:
+    """The chain walked from the end of `trusted` (hashing only the events after it),
+    fingerprinting every row of the same query; None when the rows up to its end no
+    longer fingerprint as they did. A chain that verifies whole becomes the trusted
+    prefix of the next call."""
+    rows = (
+        AuditEvent.objects.order_by("pk")
+        .annotate(stored_at=Cast("at", TextField()), stored_details=Cast("details", TextField()))
+        .values_list(*_HASHED_COLUMNS, "stored_at", "stored_details", named=True)
+    )
+    fingerprint, events, last_id = hashlib.sha256(), 0, 0
+    walk = _Walk() if trusted is None else _Walk(trusted.last_hash, trusted.events, trusted.last_id)
+    for row in rows.iterator():
+        if trusted is not None and row.pk > trusted.last_id:
+            if (last_id, events, fingerprint.hexdigest()) != trusted.key():
+                return None
+            trusted = None  # held: hash from here on
+        fingerprint.update(orjson.dumps([getattr(row, c) for c in _STORED_COLUMNS]))
+        events, last_id = events + 1, row.pk
+        if trusted is None and not walk.step(row):
+            return walk
+    if trusted is not None and (last_id, events, fingerprint.hexdigest()) != trusted.key():
+        return None
+    if walk.count == events and events:
+        verified = VerifiedPrefix(last_id, events, walk.prev, fingerprint.hexdigest())
+        with _verified_lock:
+            _verified["prefix"] = verified
+    return walk

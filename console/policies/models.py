@@ -17,10 +17,8 @@ class Policy(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "policies"
-        permissions = [
-            ("author_policy", "Can draft and submit retention policies"),
-            ("approve_policy", "Can approve retention policies"),
-        ]
+        # drafting and submitting a policy is the analyst's right (console.analyze_upload)
+        permissions = [("approve_policy", "Can approve retention policies")]
 
     def __str__(self) -> str:
         return self.name

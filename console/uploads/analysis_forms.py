@@ -14,7 +14,7 @@ from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileErro
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
 
-# one field per host reserve of analysis.metrics.HOST_RESERVES
+# one field per host reserve of analysis.params.HOST_RESERVES
 RESERVE_LABELS = {
     "os": "Operating system",
     "page_cache": "Page cache",

@@ -44,13 +44,15 @@ def page_figures(analysis: Analysis) -> dict[str, dict]:
         try:
             redrawn = draw(analysis.report)
         except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
-            # a row stored before the form had bounds may hold numbers no chart can scale
-            # (an integer past any float): its page keeps the figures it has, never a 500
+            # a row stored before the form had bounds (or by an older report shape) may
+            # hold what today's charts cannot draw: its page keeps the figures it has,
+            # never a 500; they are stamped current, so it is tried once, not every view
             log.warning("analysis %s: stored figures kept, redrawing failed", analysis.pk,
                         exc_info=True)  # fmt: skip
-        else:
-            analysis.figures = redrawn
-            Analysis.objects.filter(pk=analysis.pk).update(figures=redrawn)
+            redrawn = [[name, {**figure, VERSION_KEY: CHARTS_VERSION}]
+                       for name, figure in analysis.figures or []]  # fmt: skip
+        analysis.figures = redrawn
+        Analysis.objects.filter(pk=analysis.pk).update(figures=redrawn)
     return {
         name: {key: value for key, value in figure.items() if key != VERSION_KEY}
         for name, figure in analysis.figures or []

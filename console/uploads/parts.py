@@ -18,10 +18,11 @@ from django.conf import settings
 from django.db.models import F
 
 from analysis.ingest import (
+    PART_NOTE,
     PartResult,
     ingest_part_to_folder,
     load_part,
-    merge_part_results,
+    merged_by_size,
     plan_parts,
 )
 from analysis.readers import ByteRange
@@ -106,15 +107,24 @@ def _write_failure(folder: Path, message: str) -> None:
     os.replace(tmp, folder / FAILED_NOTE)
 
 
+def _failure_of(folder: Path) -> str | None:
+    """Why the part in `folder` failed, or None. A part run by the previous version of
+    this code (a chord in flight across an upgrade) wrote it into the engine's note."""
+    for name in (FAILED_NOTE, PART_NOTE):
+        note = folder / name
+        if note.exists() and "failed" in (stored := orjson.loads(note.read_bytes())):
+            return str(stored["failed"])
+    return None
+
+
 def _read_parts(upload_id: int, parts: int, run: str) -> list[PartResult]:
     """Each part's streams or what stopped it, in file order. Raises PartFailed when a
     part failed or left nothing at all."""
     results = []
     for i in range(parts):
         folder = parts_folder(upload_id, run) / f"p{i:04d}"
-        failed = folder / FAILED_NOTE
-        if failed.exists():
-            message = orjson.loads(failed.read_bytes())["failed"]
+        message = _failure_of(folder)
+        if message is not None:
             raise PartFailed(f"part {i + 1} of {parts}: {message}")
         result = load_part(folder)
         if result is None:
@@ -142,9 +152,10 @@ def _merge_and_finish(upload: Upload, parts: int, run: str) -> None:
     upload_id = upload.pk
     budget = settings.KVSCOPE_MAX_BAD_LINES or None
     try:
-        merged = merge_part_results(_read_parts(upload_id, parts, run), budget)
+        # one size merged, saved and let go at a time: a single merged stream in memory
+        merged = merged_by_size(_read_parts(upload_id, parts, run), budget)
         folders = {size: stream.save(upload_folder(upload_id) / f"b{size}")
-                   for size, stream in merged.items()}  # fmt: skip
+                   for size, stream in merged}  # fmt: skip
     except Exception as exc:
         ingest_failed(upload, exc)
         return

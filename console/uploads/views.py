@@ -247,7 +247,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "figures": page_figures(analysis),
             "form": form,
             "siblings": siblings,
-            "can_author": can_analyze(request.user),
+            "can_analyze": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
         },

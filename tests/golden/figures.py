@@ -1,6 +1,6 @@
 """Golden figures: what console.uploads.charts drew from the golden reports before the
 figure functions were split (#13), as JSON written with orjson, compared byte for byte by
-tests/console/test_figures_unchanged.py. Rewrite them only for a change that means to draw a
+tests/console/uploads/test_figures_unchanged.py. Rewrite them only for a change that means to draw a
 figure differently (and then raise console.uploads.charts.CHARTS_VERSION), with
 
     .venv/bin/python -m tests.golden.figures
