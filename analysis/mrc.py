@@ -1,5 +1,7 @@
 """The exact LRU hit-ratio curve (the report's `mrc`: hit ratio against cache capacity;
-one minus it is the classic miss-ratio curve) by Mattson's one-pass stack algorithm.
+one minus it is the classic miss-ratio curve) by Mattson's one-pass stack algorithm, in
+the order engines evict (each request looked up before it is touched, its blocks touched
+last to first).
 
 A reference's stack distance is the number of distinct keys referenced since the previous
 reference to the same key, plus one. Marking the latest position of each key in a Fenwick
@@ -43,9 +45,74 @@ def _stack_distances(prev: np.ndarray) -> np.ndarray:
     return dist
 
 
-def stack_distances(prev: np.ndarray) -> np.ndarray:
-    """Stack distance of each reference (0 for a first reference, i.e. infinite)."""
-    return _stack_distances(prev)
+@numba.njit(cache=True, nogil=True)
+def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Stack distances in engine order: every block of a request measured against the
+    stack as it stood before the request, then the request's blocks touched last to
+    first (metrics.md section 7, "LRU order, as engines evict"). In the stack a request's
+    reference i stands at position s + (e - 1 - i): its first block nearest the top.
+
+    A key repeated within one request (chained keys never are) counts once: its later
+    copies are neither looked up nor touched, so never a hit; the key stands where its
+    first copy put it (`anchor`)."""
+    n = prev.size
+    anchor = np.empty(n, dtype=np.int64)  # where each reference's key stands afterwards
+    tree = np.zeros(n + 1, dtype=np.int32)
+    dist = np.zeros(n, dtype=np.int32)  # 0: a first reference or a repeat (never a hit)
+    seen = 0
+    for r in range(starts.size - 1):
+        s, e = starts[r], starts[r + 1]
+        for i in range(s, e):  # look-ups: the cache before the request
+            p = prev[i]
+            if p >= s:  # a repeat within the request
+                anchor[i] = anchor[p]
+                continue
+            anchor[i] = s + (e - 1 - i)
+            if p >= 0:
+                total = 0
+                j = anchor[p] + 1
+                while j > 0:
+                    total += tree[j]
+                    j -= j & -j
+                dist[i] = seen - total + 1
+        for i in range(s, e):  # then the touches, each at its engine-order position
+            p = prev[i]
+            if p >= s:
+                continue
+            if p < 0:
+                seen += 1
+            else:
+                j = anchor[p] + 1
+                while j <= n:
+                    tree[j] -= 1
+                    j += j & -j
+            j = anchor[i] + 1
+            while j <= n:
+                tree[j] += 1
+                j += j & -j
+    return dist
+
+
+def stack_distances(prev: np.ndarray, request_starts: np.ndarray | None = None) -> np.ndarray:
+    """Stack distance of each reference (0 for a first reference, i.e. infinite).
+
+    With `request_starts` (each request's first reference, then the total), in the order
+    engines evict: a request's blocks are all looked up before any is touched, then
+    touched last to first, so a prefix's tail leaves the cache before its head. Without,
+    reference by reference in stream order (the classic stack algorithm)."""
+    if request_starts is None:
+        return _stack_distances(prev)
+    return _engine_stack_distances(prev, np.asarray(request_starts, dtype=np.int64))
+
+
+def request_starts(ref_request: np.ndarray) -> np.ndarray:
+    """Each request's first reference and then the number of references, from the
+    request index of every reference (in stream order); requests without a reference
+    (all of a request's blocks left out of a sample) have none."""
+    if ref_request.size == 0:
+        return np.zeros(1, dtype=np.int64)
+    changes = np.flatnonzero(ref_request[1:] != ref_request[:-1]) + 1
+    return np.concatenate(([0], changes, [ref_request.size])).astype(np.int64)
 
 
 def hit_tokens_by_capacity(

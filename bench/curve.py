@@ -1,4 +1,5 @@
-"""`mrc`: the exact LRU curve (and optionally SHARDS) on a synthetic Zipf reference stream,
+"""`mrc`: the exact LRU curve (and optionally SHARDS) on a synthetic Zipf reference stream
+cut into requests of 16 references, in the order engines evict (as analyze computes it),
 engine time only.
 
     python -m bench mrc --refs 10000000 --keys 1000000 [--shards-rate 0.01]
@@ -14,18 +15,22 @@ from analysis.mrc import hit_tokens_by_capacity, sampled, shards_hit_tokens, sta
 from analysis.reuse import dense_ids, prev_next
 from bench.harness import peak_rss_mb
 
+REFS_PER_REQUEST = 16  # a chat prompt of 16 blocks
+
 
 def run(refs: int, keys: int, seed: int, shards_rate: float | None) -> None:
     rng = np.random.default_rng(seed)
     # Zipf-popular keys over ~keys distinct ids, plus a share of one-offs
     ids = rng.zipf(1.05, refs) % keys
     tokens = np.full(refs, 256, dtype=np.int64)
-    stack_distances(np.array([-1, 0], dtype=np.int64))  # numba compile, not timed
+    starts = np.append(np.arange(0, refs, REFS_PER_REQUEST), refs)
+    # numba compile, not timed
+    stack_distances(np.array([-1, 0], dtype=np.int64), np.array([0, 2], dtype=np.int64))
     prev_next(np.array([0, 0], dtype=np.int64), 1)
     start = time.perf_counter()
     dense, distinct = dense_ids(ids)
     prev, _ = prev_next(dense, distinct)
-    dist = stack_distances(prev)
+    dist = stack_distances(prev, starts)
     curve = hit_tokens_by_capacity(dist, tokens)
     engine = time.perf_counter() - start
     print(f"mrc: {refs:,} references, {distinct:,} distinct keys")

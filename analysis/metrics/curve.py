@@ -8,6 +8,7 @@ import numpy as np
 from analysis.mrc import (
     curve_capacities,
     hit_tokens_by_capacity,
+    request_starts,
     sampled,
     shards_hit_tokens,
     stack_distances,
@@ -26,10 +27,15 @@ def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
 
 
 def exact_curve(
-    prev: np.ndarray, tokens: np.ndarray, reuse: np.ndarray, lifetime_us: int | None
+    prev: np.ndarray,
+    starts: np.ndarray,
+    tokens: np.ndarray,
+    reuse: np.ndarray,
+    lifetime_us: int | None,
 ) -> np.ndarray:
-    """Hit tokens by capacity in slots; with a lifetime only reuses within it can hit."""
-    dist = stack_distances(prev)
+    """Hit tokens by capacity in slots, evicting as engines do (`starts`: each request's
+    first reference); with a lifetime only reuses within it can hit."""
+    dist = stack_distances(prev, starts)
     eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
     return hit_tokens_by_capacity(dist, tokens, eligible)
 
@@ -48,7 +54,7 @@ def sampled_curve(
     sub_ids, sub_distinct = dense_ids(ids[keep])
     del ids
     sub_prev, _ = prev_next(sub_ids, sub_distinct)
-    dist = stack_distances(sub_prev)
+    dist = stack_distances(sub_prev, request_starts(ref_req[keep]))
     sub_reuse = reuse[keep]
     eligible = hits_within(sub_reuse, lifetime_us) if lifetime_us is not None else None
     return shards_hit_tokens(dist, stream.ref_tokens[keep], rate, _ref_tokens(stream),

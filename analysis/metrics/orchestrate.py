@@ -87,7 +87,8 @@ def analyze(
     if rate < 1.0:
         cum = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate)
     else:
-        cum = exact_curve(run.prev, stream.ref_tokens, run.reuse, lifetime_us)
+        starts = np.asarray(stream.req_ref_start, dtype=np.int64)
+        cum = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us)
     advance()
     recommendation = recommend(cum, run.total_tokens, stream.block_tokens, params)
     slots = recommendation.capacity_slots

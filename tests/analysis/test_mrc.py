@@ -122,16 +122,14 @@ request_strategy = st.tuples(
     lifetime=st.sampled_from([None, 1.0, 2.5]),
 )
 def test_report_curve_matches_brute_force_lru(requests, lifetime):
-    lines, keys, tokens, times = [], [], [], []
+    lines, timed = [], []
     t = 0
     for gap, ids, last in requests:
         t += gap
         length = BLOCK * (len(ids) - 1) + last if ids else 0
         lines.append(orjson.dumps({"timestamp": t, "input_length": length, "hash_ids": ids}))
-        for j, key in enumerate(ids):
-            keys.append(key)
-            tokens.append(last if j == len(ids) - 1 else BLOCK)
-            times.append(t)
+        blocks = [(key, last if j == len(ids) - 1 else BLOCK) for j, key in enumerate(ids)]
+        timed.append((t, blocks))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")
@@ -148,8 +146,33 @@ def test_report_curve_matches_brute_force_lru(requests, lifetime):
     for point in report.mrc:
         c = point["capacity_slots"]
         assert point["capacity_bytes"] == c * report.slot_bytes
-        expected = lru_hits(keys, tokens, c, times, life_ms) / total if total else 0.0
+        expected = engine_order_lru_hits(timed, c, life_ms) / total if total else 0.0
         assert point["hit_ratio"] == expected, c
     # the ceiling: every capacity, so the number of distinct keys
-    ceiling = lru_hits(keys, tokens, len(set(keys)) or 1, times, life_ms)
+    distinct = len({key for _, blocks in timed for key, _ in blocks})
+    ceiling = engine_order_lru_hits(timed, distinct or 1, life_ms)
     assert report.recommendation.ceiling == (ceiling / total if total else 0.0)
+
+
+def engine_order_lru_hits(timed, capacity, lifetime=None) -> int:
+    """Brute force of an engine's LRU (metrics.md section 7): before each request, entries
+    idle past `lifetime` expire; the request hits on the blocks cached before it (a key
+    repeated within the request counts once, its first copy); then it touches its blocks
+    last to first, evicting the least recently touched past `capacity`."""
+    cache: OrderedDict = OrderedDict()  # key -> time of last touch, least recent first
+    hits = 0
+    for t, blocks in timed:
+        if lifetime is not None:
+            for old in [k for k, last in cache.items() if t - last > lifetime]:
+                del cache[old]
+        firsts: list = []
+        for key, tokens in blocks:
+            if key not in firsts:
+                firsts.append(key)
+                hits += tokens if key in cache else 0
+        for key in reversed(firsts):
+            cache[key] = t
+            cache.move_to_end(key)
+            if len(cache) > capacity:
+                cache.popitem(last=False)
+    return hits
