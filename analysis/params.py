@@ -43,6 +43,9 @@ class AnalysisParams:
     kv_dtype: str | None = None  # None: the model's own
     scope: str = "global"
     lifetime_s: float | None = None
+    # the leading share of requests that fills every cache but is left out of every hit
+    # ratio (metrics.md section 7); 0.5 is kvcache-simulator's and llmtrafficlens' steady state
+    warmup: float = 0.0
     target: float = 0.9
     headroom: float = 0.1
     tp: int = 1
@@ -65,6 +68,8 @@ class AnalysisParams:
             raise ValueError("lifetime must be a positive, finite number of seconds")
         if not 0 < self.target <= 1:
             raise ValueError("target must be in (0, 1]")
+        if not 0 <= self.warmup < 1:
+            raise ValueError("warm-up must be a share of requests in [0, 1)")
         if not self.headroom >= 0:
             raise ValueError("headroom must be >= 0")
         if self.tp < 1:
@@ -85,6 +90,7 @@ class AnalysisParams:
             "windows_s": list(self.windows_s),
             "scope": self.scope,
             "lifetime_s": self.lifetime_s,
+            "warmup": self.warmup,
             "target": self.target,
             "headroom": self.headroom,
             "tp": self.tp,

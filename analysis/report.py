@@ -89,6 +89,7 @@ class Report:
     recommendation: Recommendation
     errors: list[dict]
     skipped_lines: int
+    warmup_requests: int = 0  # the leading requests left out of every hit ratio
     # beyond the contract
     source_format: str = ""
     tenants: int = 0  # distinct non-empty tenants in the traffic

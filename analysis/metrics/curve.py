@@ -32,12 +32,24 @@ def exact_curve(
     tokens: np.ndarray,
     reuse: np.ndarray,
     lifetime_us: int | None,
+    counted: np.ndarray | None = None,
 ) -> np.ndarray:
     """Hit tokens by capacity in slots, evicting as engines do (`starts`: each request's
-    first reference); with a lifetime only reuses within it can hit."""
+    first reference); with a lifetime only reuses within it can hit, and only `counted`
+    references (past the warm-up) count."""
     dist = stack_distances(prev, starts)
+    return hit_tokens_by_capacity(dist, tokens, _eligible(reuse, lifetime_us, counted))
+
+
+def _eligible(
+    reuse: np.ndarray, lifetime_us: int | None, counted: np.ndarray | None
+) -> np.ndarray | None:
+    """The references that may count as hits: reused within the lifetime, past the
+    warm-up (None: every one)."""
     eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
-    return hit_tokens_by_capacity(dist, tokens, eligible)
+    if counted is None:
+        return eligible
+    return counted if eligible is None else eligible & counted
 
 
 def sampled_curve(
@@ -47,6 +59,7 @@ def sampled_curve(
     reuse: np.ndarray,
     lifetime_us: int | None,
     rate: float,
+    counted: np.ndarray | None = None,
 ) -> np.ndarray:
     """The curve from the SHARDS sample of scoped keys: distances on the sampled stream."""
     ids, _ = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
@@ -55,8 +68,7 @@ def sampled_curve(
     del ids
     sub_prev, _ = prev_next(sub_ids, sub_distinct)
     dist = stack_distances(sub_prev, request_starts(ref_req[keep]))
-    sub_reuse = reuse[keep]
-    eligible = hits_within(sub_reuse, lifetime_us) if lifetime_us is not None else None
+    eligible = _eligible(reuse[keep], lifetime_us, counted[keep] if counted is not None else None)
     return shards_hit_tokens(dist, stream.ref_tokens[keep], rate, _ref_tokens(stream),
                              eligible)  # fmt: skip
 

@@ -3,6 +3,7 @@ computed from the stored stream, so re-analysis never re-reads or re-tokenizes."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -50,6 +51,9 @@ class _Run:
     kv_per_token: int
     slot_bytes: int
     total_tokens: int
+    warmup_requests: int  # the leading requests left out of every hit ratio
+    counted: np.ndarray | None  # the references hit ratios count (None: every one)
+    counted_tokens: int  # the prompt tokens of the counted requests: every ratio's whole
     t_first: int  # us of the first and last request
     t_last: int
     ref_req: np.ndarray  # request of each block reference
@@ -85,14 +89,16 @@ def analyze(
     lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
     rate = sampling_rate(stream.block_refs, params)
     if rate < 1.0:
-        cum = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate)
+        cum = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate,
+                            run.counted)  # fmt: skip
     else:
         starts = np.asarray(stream.req_ref_start, dtype=np.int64)
-        cum = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us)
+        cum = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us,
+                          run.counted)  # fmt: skip
     advance()
-    recommendation = recommend(cum, run.total_tokens, stream.block_tokens, params)
+    recommendation = recommend(cum, run.counted_tokens, stream.block_tokens, params)
     slots = recommendation.capacity_slots
-    mrc = curve_points(cum, run.total_tokens, run.slot_bytes, rate, slots)
+    mrc = curve_points(cum, run.counted_tokens, run.slot_bytes, rate, slots)
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
@@ -144,7 +150,11 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         segments = _Segments(
             occurrences(stream, salts), segment_kinds(stream, params.doc_min_tokens)
         )
+    warm = math.floor(params.warmup * stream.requests)
     return _Run(
+        warmup_requests=warm,
+        counted=ref_req >= warm if warm else None,
+        counted_tokens=int(stream.req_prompt_tokens[warm:].sum()),
         stream=stream,
         params=params,
         kv_per_token=kv_per_token,
@@ -170,13 +180,14 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     stream, slot_bytes = run.stream, run.slot_bytes
     w_us = to_us(window_s)
     hit = hits_within(run.reuse, w_us)
-    hit_tokens = int(stream.ref_tokens.sum(where=hit, dtype=np.int64))
+    counted_hit = hit if run.counted is None else hit & run.counted
+    hit_tokens = int(stream.ref_tokens.sum(where=counted_hit, dtype=np.int64))
     useful = useful_working_set(run.grid, run.ref_grid, run.prev, run.reuse, w_us)
     ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.ref_grid, run.nxt, w_us)
     p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
     report = WindowReport(
         window_s=float(window_s),
-        hit_ratio=hit_share(hit_tokens, run.total_tokens),
+        hit_ratio=hit_share(hit_tokens, run.counted_tokens),
         hit_tokens=hit_tokens,
         useful_ws_peak_bytes=useful.peak * slot_bytes,
         useful_ws_p95_bytes=p95 * slot_bytes,
@@ -203,7 +214,8 @@ def _report(
 ) -> Report:
     stream, params = run.stream, run.params
     tokens = stream.ref_tokens
-    infinite_hits = int(tokens.sum(where=run.reuse >= 0, dtype=np.int64))
+    reused = run.reuse >= 0 if run.counted is None else (run.reuse >= 0) & run.counted
+    infinite_hits = int(tokens.sum(where=reused, dtype=np.int64))
     return Report(
         requests=stream.requests,
         prompt_tokens=run.total_tokens,
@@ -213,7 +225,7 @@ def _report(
         kv_bytes_per_token=run.kv_per_token,
         slot_bytes=run.slot_bytes,
         span_s=(run.t_last - run.t_first) / 1e6,
-        infinite_hit_ratio=hit_share(infinite_hits, run.total_tokens),
+        infinite_hit_ratio=hit_share(infinite_hits, run.counted_tokens),
         windows=windows,
         mrc=mrc,
         mrc_exact=rate >= 1.0,
@@ -221,6 +233,7 @@ def _report(
         recommendation=recommendation,
         errors=list(stream.errors),
         skipped_lines=stream.skipped_lines,
+        warmup_requests=run.warmup_requests,
         source_format=stream.source_format,
         tenants=sum(1 for t in stream.tenants if t),
         scope=params.scope,

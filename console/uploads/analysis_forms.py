@@ -83,6 +83,15 @@ class AnalysisForm(forms.Form):
         label="Block lifetime (s)",
         help_text="Leave empty for no lifetime.",
     )
+    warmup = forms.FloatField(
+        required=False,
+        initial=DEFAULTS.warmup,
+        min_value=0,
+        max_value=0.99,
+        label="Warm-up (share of requests)",
+        help_text="The first requests fill the cache but count in no hit ratio; "
+        "0.5 gives the steady state kvcache-simulator reports.",
+    )
     target = forms.FloatField(
         initial=DEFAULTS.target, min_value=0.01, max_value=1, label="Target share of the ceiling"
     )
@@ -144,6 +153,11 @@ class AnalysisForm(forms.Form):
         sizes = block_sizes or [256]
         self.fields["block_tokens"].choices = [(b, str(b)) for b in sizes]
         self.fields["block_tokens"].initial = sizes[0]
+
+    def clean_warmup(self) -> float:
+        """Empty is no warm-up (a form posted before the field existed has none)."""
+        value = self.cleaned_data.get("warmup")
+        return DEFAULTS.warmup if value is None else value
 
     def clean_windows(self):
         return _windows(self.cleaned_data["windows"])

@@ -129,3 +129,19 @@ def test_unknown_model_config_field_is_reported(tmp_path, chat_log):
     config.write_text('{"num_attention_heads": 8}')
     with pytest.raises(CommandError, match="missing num_hidden_layers"):
         _run(chat_log, "--json", tmp_path / "r.json", "--model-config", config)
+
+
+def test_warmup_leaves_the_leading_requests_out_of_every_ratio(chat_log, tmp_path):
+    whole, warm = tmp_path / "whole.json", tmp_path / "warm.json"
+    _run(chat_log, "--json", whole)
+    _run(chat_log, "--json", warm, "--warmup", "0.5")
+    a, b = json.loads(whole.read_text()), json.loads(warm.read_text())
+    assert (a["warmup_requests"], b["warmup_requests"]) == (0, a["requests"] // 2)
+    assert b["params"]["warmup"] == 0.5 and b["prompt_tokens"] == a["prompt_tokens"]
+    # the same references, fewer of them counted: the ratios move, the working sets do not
+    assert b["infinite_hit_ratio"] != a["infinite_hit_ratio"]
+    assert [w["useful_ws_peak_bytes"] for w in b["windows"]] == [
+        w["useful_ws_peak_bytes"] for w in a["windows"]
+    ]
+    with pytest.raises(CommandError, match="warm-up"):
+        _run(chat_log, "--json", tmp_path / "bad.json", "--warmup", "1")

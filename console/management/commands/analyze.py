@@ -31,6 +31,7 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
         kv_dtype=opts["kv_dtype"],
         scope=opts["scope"],
         lifetime=opts["lifetime"],
+        warmup=opts["warmup"],
         target=opts["target"],
         headroom=opts["headroom"],
         tp=opts["tp"],
@@ -95,6 +96,14 @@ def add_analysis_arguments(parser: CommandParser) -> None:
     )
     parser.add_argument("--scope", choices=SCOPES, default=DEFAULTS.scope)
     parser.add_argument("--lifetime", type=float, default=None, metavar="SECONDS")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=DEFAULTS.warmup,
+        metavar="F",
+        help="leading share of requests that fills the caches but is left out of every "
+        "hit ratio (0.5: kvcache-simulator's steady state)",
+    )
     parser.add_argument("--target", type=float, default=DEFAULTS.target)
     parser.add_argument("--headroom", type=float, default=DEFAULTS.headroom)
     parser.add_argument("--tp", type=int, default=DEFAULTS.tp)

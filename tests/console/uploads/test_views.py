@@ -389,3 +389,27 @@ def test_absurd_numbers_in_the_estimate_and_export_forms_are_refused_not_crashin
                         {"block_tokens": "64", "start_s": "1e303", "time_scale": "1"})  # fmt: skip
     assert replay.status_code == 200
     assert "less than or equal to 1000000000" in replay.content.decode()
+
+
+def test_a_warm_up_is_chosen_on_the_form_and_said_on_the_page(client, done_upload):
+    response = client.post(
+        reverse("analysis_new", args=[done_upload.pk]),
+        {"block_tokens": "256", "model": "llama-3.1-8b", "windows": "300", "scope": "global",
+         "warmup": "0.5", "target": "0.9", "headroom": "0.1", "tp": "1", "min_reuses": "2",
+         "doc_min_tokens": "512", "weight_dtype": "bf16", "concurrent_sequences": "32",
+         "context_tokens": "8192"},
+    )  # fmt: skip
+    assert response.status_code == 302
+    analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
+    assert analysis.status == "done", analysis.message
+    report = analysis.report
+    assert analysis.params["warmup"] == 0.5
+    assert report["warmup_requests"] == report["requests"] // 2
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    assert "data-warmup" in page and "50 % of them" in page
+    assert f"after the first {report['warmup_requests']:,}" in page
+    # the first analysis had none, and says nothing
+    first = Analysis.objects.filter(upload=done_upload).earliest("pk")
+    assert first.report["warmup_requests"] == 0
+    page = client.get(reverse("analysis_detail", args=[first.pk])).content.decode()
+    assert "data-warmup" not in page
