@@ -17,35 +17,6 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def _stack_distances(prev: np.ndarray) -> np.ndarray:
-    n = prev.size
-    tree = np.zeros(n + 1, dtype=np.int32)
-    dist = np.zeros(n, dtype=np.int32)  # 0 marks a first reference (infinite distance)
-    seen = 0
-    for i in range(n):
-        p = prev[i]
-        if p < 0:
-            seen += 1
-        else:
-            # marks at positions <= p
-            s = 0
-            j = p + 1
-            while j > 0:
-                s += tree[j]
-                j -= j & -j
-            dist[i] = seen - s + 1
-            j = p + 1
-            while j <= n:
-                tree[j] -= 1
-                j += j & -j
-        j = i + 1
-        while j <= n:
-            tree[j] += 1
-            j += j & -j
-    return dist
-
-
-@numba.njit(cache=True, nogil=True)
 def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Stack distances in engine order: every block of a request measured against the
     stack as it stood before the request, then the request's blocks touched last to
@@ -94,14 +65,13 @@ def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def stack_distances(prev: np.ndarray, request_starts: np.ndarray | None = None) -> np.ndarray:
-    """Stack distance of each reference (0 for a first reference, i.e. infinite).
-
-    With `request_starts` (each request's first reference, then the total), in the order
-    engines evict: a request's blocks are all looked up before any is touched, then
-    touched last to first, so a prefix's tail leaves the cache before its head. Without,
-    reference by reference in stream order (the classic stack algorithm)."""
+    """Stack distance of each reference (0 for a first reference, i.e. infinite), in the
+    order engines evict: a request's blocks (`request_starts`: each request's first
+    reference, then the total) are all looked up before any is touched, then touched
+    last to first, so a prefix's tail leaves the cache before its head. Without
+    `request_starts` every reference is a request of its own: the classic algorithm."""
     if request_starts is None:
-        return _stack_distances(prev)
+        request_starts = np.arange(prev.size + 1, dtype=np.int64)
     return _engine_stack_distances(prev, np.asarray(request_starts, dtype=np.int64))
 
 

@@ -38,10 +38,10 @@ def run(requests: int, workers: int, workdir: str | None) -> None:
     folders = [str(out / f"p{i:04d}") for i in range(len(ranges))]
     with ProcessPoolExecutor(workers) as pool:
         done = list(pool.map(_ingest_part, [str(log)] * len(ranges), ranges, folders))
-    parts = [load_part(folder) for folder in done]
-    if any(part is None for part in parts):
+    parts = [part for folder in done if (part := load_part(folder)) is not None]
+    if len(parts) < len(done):
         raise SystemExit(f"a part left nothing in {out}: see its worker's error above")
-    merged = next(iter(merge_part_results([p for p in parts if p is not None]).values()))
+    merged = next(iter(merge_part_results(parts).values()))
     parallel = time.perf_counter() - start
     same = bool((merged.ref_key == one.ref_key).all()) and merged.requests == one.requests
     print(

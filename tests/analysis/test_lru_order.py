@@ -5,8 +5,6 @@ a brute-force LRU cache run request by request, and the shared Mooncake trace.""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +12,7 @@ from hypothesis import strategies as st
 from analysis import IngestOptions, ingest
 from analysis.mrc import hit_tokens_by_capacity, request_starts, stack_distances
 from analysis.reuse import dense_ids, prev_next
+from tests.analysis.lru_oracle import engine_order_lru_hits
 from tests.golden.cases import shared_trace
 
 
@@ -26,19 +25,8 @@ def engine_distances(requests: list[list[int]]) -> list[int]:
 
 
 def engine_lru_hits(requests: list[list[int]], capacity: int) -> int:
-    """Brute force: an LRU cache of `capacity` blocks. A request's hits are its blocks
-    cached before it; then it touches its blocks last to first, evicting the least
-    recently touched block past the capacity."""
-    cache: OrderedDict[int, None] = OrderedDict()  # least recently touched first
-    hits = 0
-    for request in requests:
-        hits += sum(1 for key in request if key in cache)
-        for key in reversed(request):
-            cache[key] = None
-            cache.move_to_end(key)
-            if len(cache) > capacity:
-                cache.popitem(last=False)
-    return hits
+    """The oracle's blocks hit, every block one token, all requests at one time."""
+    return engine_order_lru_hits([(0, [(k, 1) for k in r]) for r in requests], capacity)
 
 
 def test_a_shared_head_outlives_the_tails_that_follow_it():
@@ -97,21 +85,8 @@ def test_the_shared_trace_at_small_capacities_as_an_engine_lru():
     requests = [ids[starts[r] : starts[r + 1]].tolist() for r in range(stream.requests)]
     blocks = [tokens[starts[r] : starts[r + 1]].tolist() for r in range(stream.requests)]
     for capacity in (1, 4, 64):
-        hits = _weighted_lru_hits(requests, blocks, capacity)
+        timed = [(0, list(zip(k, t, strict=True))) for k, t in zip(requests, blocks, strict=True)]
+        hits = engine_order_lru_hits(timed, capacity)
         assert int(cum[min(capacity, cum.size - 1)]) == hits
     # one slot keeps each conversation's shared first block: hits the classic order misses
     assert cum[1] > 0
-
-
-def _weighted_lru_hits(requests, blocks, capacity) -> int:
-    """engine_lru_hits, counting each hit block's tokens."""
-    cache: OrderedDict[int, None] = OrderedDict()
-    hits = 0
-    for keys, tokens in zip(requests, blocks, strict=True):
-        hits += sum(t for key, t in zip(keys, tokens, strict=True) if key in cache)
-        for key in reversed(keys):
-            cache[key] = None
-            cache.move_to_end(key)
-            if len(cache) > capacity:
-                cache.popitem(last=False)
-    return hits

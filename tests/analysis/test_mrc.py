@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from analysis import AnalysisParams, IngestOptions, analyze, ingest
 from analysis.mrc import hit_tokens_by_capacity, stack_distances
 from analysis.reuse import dense_ids, hits_within, prev_next, reuse_times
+from tests.analysis.lru_oracle import engine_order_lru_hits
 
 HASH_KEY = b"test-secret-0123456789"  # as in conftest (not imported: module name clashes)
 
@@ -152,27 +153,3 @@ def test_report_curve_matches_brute_force_lru(requests, lifetime):
     distinct = len({key for _, blocks in timed for key, _ in blocks})
     ceiling = engine_order_lru_hits(timed, distinct or 1, life_ms)
     assert report.recommendation.ceiling == (ceiling / total if total else 0.0)
-
-
-def engine_order_lru_hits(timed, capacity, lifetime=None) -> int:
-    """Brute force of an engine's LRU (metrics.md section 7): before each request, entries
-    idle past `lifetime` expire; the request hits on the blocks cached before it (a key
-    repeated within the request counts once, its first copy); then it touches its blocks
-    last to first, evicting the least recently touched past `capacity`."""
-    cache: OrderedDict = OrderedDict()  # key -> time of last touch, least recent first
-    hits = 0
-    for t, blocks in timed:
-        if lifetime is not None:
-            for old in [k for k, last in cache.items() if t - last > lifetime]:
-                del cache[old]
-        firsts: list = []
-        for key, tokens in blocks:
-            if key not in firsts:
-                firsts.append(key)
-                hits += tokens if key in cache else 0
-        for key in reversed(firsts):
-            cache[key] = t
-            cache.move_to_end(key)
-            if len(cache) > capacity:
-                cache.popitem(last=False)
-    return hits
