@@ -9,8 +9,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 app = Celery("kvscope")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The wings whose tasks.py a worker imports when it starts (the wings are packages inside
-# the console app, which Django's own list of apps does not name); console.jobs imports
-# them the same way in a web process that runs tasks in-process.
+# the console app, which Django's own list of apps does not name); every process, web or
+# worker, also imports them once Django is set up (console.apps), so console.jobs finds
+# each task by its name.
 TASK_PACKAGES = ["console.uploads"]
 app.autodiscover_tasks(TASK_PACKAGES)
 
