@@ -41,6 +41,10 @@ class ReplaySummary:
     distinct_ids: int
     span_ms: int
 
+    @property
+    def span_s(self) -> float:
+        return self.span_ms / 1000
+
 
 def replay_lines(stream: BlockStream, options: ReplayOptions) -> Iterator[bytes]:
     """The trace, one JSON line at a time."""
