@@ -24,6 +24,7 @@ class KeyedHasher:
         self._text = hashlib.blake2b(key=key, digest_size=16, person=b"kvscope-text")
         self._segment = hashlib.blake2b(key=key, digest_size=KEY_BYTES, person=b"kvscope-seg")
         self._block = hashlib.blake2b(key=key, digest_size=KEY_BYTES, person=b"kvscope-blk")
+        self._session = hashlib.blake2b(key=key, digest_size=KEY_BYTES, person=b"kvscope-ses")
 
     def text_digest(self, text: str) -> bytes:
         """A keyed digest of a text: the memo key for its tokens."""
@@ -41,6 +42,14 @@ class KeyedHasher:
         h.update(b"\x00")
         h.update(text_digest)
         return int.from_bytes(h.digest(), "little")
+
+    def session_key(self, session: str) -> int:
+        """A session id as a keyed 64-bit key; 0 (no session) for "" (never for an id)."""
+        if not session:
+            return 0
+        h = self._session.copy()
+        h.update(session.encode("utf-8", "surrogatepass"))
+        return int.from_bytes(h.digest(), "little") or 1
 
     def block_keys(self, tokens: np.ndarray, block_tokens: int, salt: bytes = b"") -> np.ndarray:
         """Prefix keys of the full blocks of a prompt: key_j = H(key_{j-1}, block j).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.reuse import dense_ids, prev_next, reuse_times
-from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, BlockStream
+from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, ROLE_TOOLS, BlockStream
 
 KINDS = ("instruction", "document", "conversation")
 CLASSES = ("hot", "occasional", "one_off")
@@ -21,7 +21,7 @@ def segment_kinds(stream: BlockStream, doc_min_tokens: int) -> np.ndarray:
         stream.seg_tokens >= doc_min_tokens
     )
     kinds[documents] = 1
-    kinds[stream.seg_role_class == ROLE_INSTRUCTION] = 0
+    kinds[np.isin(stream.seg_role_class, (ROLE_INSTRUCTION, ROLE_TOOLS))] = 0
     return kinds
 
 

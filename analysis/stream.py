@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 ROLE_INSTRUCTION = 0  # system / developer
 ROLE_DOCUMENT_PART = 1  # text from a part explicitly typed as a document or file
 ROLE_OTHER = 2
+ROLE_TOOLS = 3  # a request's tool definitions (metrics.md section 7): an instruction
 
 FORMAT_VERSION = 1
 REFS_SCHEMA = pa.schema([("key", pa.uint64()), ("tokens", pa.int32())])
@@ -38,7 +39,11 @@ OCCURRENCES_SCHEMA = pa.schema([("req", pa.int32()), ("seg", pa.int32()), ("offs
 # each table's numeric columns as stored, and the dtype a stream holds them in
 REQUEST_DTYPES = {"t_us": "int64", "tenant": "int32", "user": "int32", "route": "int32",
                   "prompt_tokens": "int64", "output_tokens": "int64", "line": "int64",
-                  "file": "int16", "blocks": "int64"}  # fmt: skip
+                  "file": "int16", "session": "uint64", "cache_control": "int8",
+                  "blocks": "int64"}  # fmt: skip
+# request columns added after streams were first stored: a stream without them reads as
+# "no session, no cache breakpoint"
+_LATER_REQUEST_COLUMNS = ("session", "cache_control")
 SEGMENT_DTYPES = {"id": "uint64", "role_class": "int8", "tokens": "int32"}
 _SEGMENT_TEXTS = ("label", "preview")
 _REFS_DTYPES = {"key": "uint64", "tokens": "int32"}
@@ -64,6 +69,12 @@ class StreamHeader:
     # a pre-hashed trace read line by line: what its lines say about its block size
     # (analysis.readers.TraceFit.to_dict()), for the parts of a split ingest to merge
     trace_fit: dict | None = None
+    # what the reader read: "chat", "csv", "mooncake" or "bailian" (source_format is the
+    # stream's kind: "chat" for chat bodies however they came, "mooncake" for a trace)
+    log_format: str = ""
+    # chat logs: where tool definitions were placed, and the tokenizer that counted
+    tools_position: str = ""
+    tokenizer: str = ""
 
 
 @dataclass(kw_only=True)
@@ -79,6 +90,8 @@ class BlockStream(StreamHeader):
     req_output_tokens: np.ndarray  # int64, -1 unknown
     req_line: np.ndarray  # int64 line number in its file
     req_file: np.ndarray  # int16 index into files
+    req_session: np.ndarray  # uint64 keyed hash of the session id, 0 when it has none
+    req_cache_control: np.ndarray  # int8 1 when the body marks a cache breakpoint
     req_ref_start: np.ndarray  # int64, len n+1: refs of request i are [start[i], start[i+1])
     # block references, request by request, block by block
     ref_key: np.ndarray  # uint64
@@ -133,6 +146,8 @@ class BlockStream(StreamHeader):
             req_output_tokens=requests["output_tokens"],
             req_line=requests["line"],
             req_file=requests["file"],
+            req_session=requests["session"],
+            req_cache_control=requests["cache_control"],
             req_ref_start=start,
             ref_key=refs["key"],
             ref_tokens=refs["tokens"],
@@ -157,6 +172,8 @@ class BlockStream(StreamHeader):
             "output_tokens": self.req_output_tokens,
             "line": self.req_line,
             "file": self.req_file,
+            "session": self.req_session,
+            "cache_control": self.req_cache_control,
             "blocks": np.diff(self.req_ref_start),
         }
 
@@ -222,7 +239,10 @@ class BlockStream(StreamHeader):
     def load(cls, folder: str | Path) -> BlockStream:
         folder = Path(folder)
         meta = stream_meta(folder)
-        meta.setdefault("trace_fit", None)  # (streams stored before it have none)
+        # (streams stored before these fields have none)
+        for name, default in (("trace_fit", None), ("log_format", ""), ("tools_position", ""),
+                              ("tokenizer", "")):  # fmt: skip
+            meta.setdefault(name, default)
         header = StreamHeader(**{f.name: meta[f.name] for f in dataclasses.fields(StreamHeader)})
         seg = pq.read_table(folder / "segments.parquet")
         segments: dict[str, Any] = _columns(seg, SEGMENT_DTYPES)
@@ -230,7 +250,7 @@ class BlockStream(StreamHeader):
                          if n in seg.column_names})  # fmt: skip
         return cls.from_columns(
             header,
-            _columns(pq.read_table(folder / "requests.parquet"), REQUEST_DTYPES),
+            _request_columns(pq.read_table(folder / "requests.parquet")),
             _columns(pq.read_table(folder / "refs.parquet"), _REFS_DTYPES),
             segments,
             _columns(pq.read_table(folder / "occurrences.parquet"), _OCCURRENCES_DTYPES),
@@ -248,6 +268,15 @@ def _header_fields(source: BlockStream | StreamHeader) -> dict[str, Any]:
     """StreamHeader's fields by name, in their order (as meta.json holds them), from a
     header or a stream (a stream's fields of the same names)."""
     return {f.name: getattr(source, f.name) for f in dataclasses.fields(StreamHeader)}
+
+
+def _request_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    present = {n: d for n, d in REQUEST_DTYPES.items() if n in table.column_names}
+    columns = _columns(table, present)
+    for name in _LATER_REQUEST_COLUMNS:
+        if name not in columns:
+            columns[name] = np.zeros(table.num_rows, REQUEST_DTYPES[name])
+    return columns
 
 
 def _columns(table: pa.Table, dtypes: Mapping[str, str]) -> dict[str, np.ndarray]:

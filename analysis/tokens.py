@@ -172,6 +172,11 @@ class SegmentTokenizer:
         self.distinct_tokens = 0  # tokens actually run through the tokenizer
         self.distinct_texts = 0
 
+    @property
+    def name(self) -> str:
+        """The tokenizer as the analysis page names it."""
+        return self._encoding.name
+
     def _encode(self, text: str) -> np.ndarray:
         return encode_in_pieces(self._encoding, text)[0]  # (short texts: role headers)
 

@@ -12,7 +12,7 @@ from analysis.errors import ErrorLog, LineError
 from analysis.hashing import KeyedHasher
 from analysis.ingest.chain import PrefixChain
 from analysis.ingest.notes import out_of_order_note
-from analysis.ingest.options import IngestOptions, block_sizes
+from analysis.ingest.options import STREAM_KIND, IngestOptions, block_sizes
 from analysis.ingest.order import reorder_occurrences, reorder_refs, reorder_requests, time_order
 from analysis.ingest.tables import BlockColumns, Occurrences, RequestTable, SegmentTable
 from analysis.readers import (
@@ -49,16 +49,19 @@ class StreamBuilder:
 
     def __init__(
         self,
-        source_format: str,
+        log_format: str,
         block_sizes: tuple[int, ...],
         options: IngestOptions,
         spill: SpillColumns | None = None,
     ):
+        source_format = STREAM_KIND[log_format]
         if source_format == "mooncake" and len(block_sizes) != 1:
             raise ValueError("a pre-hashed trace has one block size: its own")
         if any(b < 1 for b in block_sizes):
             raise ValueError("block sizes must be positive")
         self.source_format = source_format
+        self.log_format = log_format
+        self.tools_position = options.tools_position if source_format == "chat" else ""
         self.block_sizes = block_sizes
         self.block_tokens = block_sizes[0]
         self._hasher = KeyedHasher(options.hash_key)
@@ -108,7 +111,7 @@ class StreamBuilder:
         self._spill_if_full()
 
     def add_trace(self, request: TraceRequest, file_index: int) -> None:
-        self.request_table.add(request, file_index)
+        self.request_table.add(request, file_index, self._hasher.session_key(request.session))
         self.request_table.columns["prompt_tokens"].append(request.input_length)
         blocks = request.hash_ids.size
         # the last id holds what is left of the prompt (see BlockColumns.settle)
@@ -121,7 +124,9 @@ class StreamBuilder:
         """Tokenize, then record. A prompt longer than any model's context raises
         LineError before anything is recorded (the line is skipped, nothing half-added)."""
         messages = self._tokenize(request)
-        index = self.request_table.add(request, file_index)
+        index = self.request_table.add(
+            request, file_index, self._hasher.session_key(request.session)
+        )
         tokenizer = self._tokenizer
         assert tokenizer is not None
         pieces: list[tuple[np.ndarray, ...]] = []
@@ -270,6 +275,9 @@ class StreamBuilder:
                 "tokens_tokenized": int(self.distinct_tokens),
             },
             trace_fit=fit.to_dict() if fit is not None else None,
+            log_format=self.log_format,
+            tools_position=self.tools_position,
+            tokenizer=self._tokenizer.name if self._tokenizer is not None else "",
         )
 
 

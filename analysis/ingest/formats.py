@@ -129,4 +129,4 @@ def same_format(formats: dict[int, str], index: int, names: list[str], first: di
 def reader_for(builder: StreamBuilder, log: ErrorLog) -> Reader:
     if builder.source_format == "mooncake":
         return MooncakeReader(log, builder.block_tokens)
-    return ChatReader(log)
+    return ChatReader(log, builder.tools_position)

@@ -64,6 +64,9 @@ def merge_streams(parts: Sequence[BlockStream]) -> BlockStream:
         notes=_merged_notes(parts, requests, fit),
         stats={k: sum(p.stats.get(k, 0) for p in parts) for k in first.stats},
         trace_fit=fit.to_dict() if fit is not None else None,
+        log_format=first.log_format,
+        tools_position=first.tools_position,
+        tokenizer=first.tokenizer,
     )
     return BlockStream.from_columns(
         header, {**requests, "ref_start": start}, refs, segments, occurrences

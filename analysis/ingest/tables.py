@@ -10,9 +10,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.readers import INSTRUCTION_ROLES, ChatRequest, Message, TraceColumns, TraceRequest
+from analysis.readers import (
+    INSTRUCTION_ROLES,
+    TOOLS_ROLE,
+    ChatRequest,
+    Message,
+    TraceColumns,
+    TraceRequest,
+)
 from analysis.spill import SPILL_ROWS, SpillColumns
-from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, ROLE_OTHER
+from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, ROLE_OTHER, ROLE_TOOLS
 
 _PREVIEW_CHARS = 200
 
@@ -50,7 +57,8 @@ class RequestTable:
     _TYPES = {"t_us": ("q", np.int64), "tenant": ("i", np.int32), "user": ("i", np.int32),
               "route": ("i", np.int32), "prompt_tokens": ("q", np.int64),
               "output_tokens": ("q", np.int64), "line": ("q", np.int64),
-              "file": ("h", np.int16)}  # fmt: skip
+              "file": ("h", np.int16), "session": ("Q", np.uint64),
+              "cache_control": ("b", np.int8)}  # fmt: skip
 
     def __init__(self) -> None:
         self.tenants, self.users, self.routes = Codes(), Codes(), Codes()
@@ -59,8 +67,9 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.columns["t_us"])
 
-    def add(self, request: ChatRequest | TraceRequest, file_index: int) -> int:
-        """A request's row but its prompt tokens; its index."""
+    def add(self, request: ChatRequest | TraceRequest, file_index: int, session_key: int) -> int:
+        """A request's row but its prompt tokens (`session_key`: its session id, keyed);
+        its index."""
         index = len(self)
         cols = self.columns
         cols["t_us"].append(request.t_us)
@@ -70,6 +79,8 @@ class RequestTable:
         cols["output_tokens"].append(request.output_tokens)
         cols["line"].append(request.line)
         cols["file"].append(file_index)
+        cols["session"].append(session_key)
+        cols["cache_control"].append(int(request.cache_control))
         return index
 
     def add_columns(self, trace: TraceColumns, file_index: int) -> None:
@@ -85,6 +96,8 @@ class RequestTable:
             # rows, counted as lines (a clean file: blank lines are the only difference)
             "line": np.arange(1, n + 1, dtype=np.int64),
             "file": np.full(n, file_index, np.int16),
+            "session": np.zeros(n, np.uint64),  # (Mooncake traces name no session)
+            "cache_control": np.zeros(n, np.int8),
         }
         for name, column in values.items():
             self.columns[name].frombytes(column.tobytes())
@@ -120,7 +133,9 @@ class SegmentTable:
             return found
         found = self._index[seg_id] = len(self._id)
         self._id.append(seg_id)
-        if role in INSTRUCTION_ROLES:
+        if role == TOOLS_ROLE:
+            role_class = ROLE_TOOLS
+        elif role in INSTRUCTION_ROLES:
             role_class = ROLE_INSTRUCTION
         elif message.is_document:
             role_class = ROLE_DOCUMENT_PART

@@ -1,7 +1,7 @@
 """Log readers: a log's lines (plain or gzip, whole or a byte range) to one request record
 per usable line, chat-completion JSONL or pre-hashed traces (line-wise and column-wise)."""
 
-from analysis.readers.chat import INSTRUCTION_ROLES, ChatReader
+from analysis.readers.chat import ChatReader
 from analysis.readers.columns import TraceColumns, read_trace
 from analysis.readers.decode import (
     MAX_MESSAGES,
@@ -19,9 +19,12 @@ from analysis.readers.inflate import (
     open_gzip,
 )
 from analysis.readers.lines import BlankLineLimit, ByteRange, LogFile, split_lines
+from analysis.readers.messages import INSTRUCTION_ROLES
 from analysis.readers.records import ChatRequest, Message, Reader, Request, TraceRequest
+from analysis.readers.render import TOOLS_POSITIONS, TOOLS_ROLE, place_tools
 from analysis.readers.trace_rules import MAX_PROMPT_TOKENS, blocks_fit, max_blocks
 from analysis.readers.traces import (
+    BAILIAN_BLOCK_TOKENS,
     TRACE_BLOCK_SIZES,
     TRACE_BLOCK_TOKENS,
     MooncakeReader,
@@ -29,12 +32,15 @@ from analysis.readers.traces import (
 )
 
 __all__ = [
+    "BAILIAN_BLOCK_TOKENS",
     "GZIP_MAGIC",
     "INSTRUCTION_ROLES",
     "MAX_MESSAGES",
     "MAX_PROMPT_TOKENS",
     "MAX_TOKENS",
     "PRECHECK_BYTES",
+    "TOOLS_POSITIONS",
+    "TOOLS_ROLE",
     "TRACE_BLOCK_SIZES",
     "TRACE_BLOCK_TOKENS",
     "BlankLineLimit",
@@ -57,6 +63,7 @@ __all__ = [
     "detect_format",
     "max_blocks",
     "open_gzip",
+    "place_tools",
     "precheck_line",
     "read_trace",
     "split_lines",

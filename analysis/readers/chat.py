@@ -1,34 +1,38 @@
-"""Chat-completion JSONL: OpenAI chat `messages`, at the top level or under
-`request`/`body`, one request a line."""
+"""Chat bodies, one request a line: OpenAI chat, Anthropic Messages and OpenAI Responses,
+told apart line by line (a file may mix them), at the top level or under
+`request`/`body`; rendered as metrics.md section 7 says (tools, tool calls, sessions)."""
 
 from __future__ import annotations
 
 from analysis.dedupe import SeenIds
 from analysis.errors import ErrorLog, LineError
 from analysis.readers.fields import as_str, first, tenant_and_user, token_count
+from analysis.readers.messages import Findings, read_messages, system_message
 from analysis.readers.records import ChatRequest, Message
+from analysis.readers.render import place_tools
+from analysis.readers.responses import SHAPE as RESPONSES_SHAPE
+from analysis.readers.responses import responses_messages
 from analysis.timestamps import NO_ZONE_NOTE, check_plausible, now_us, parse_timestamp
 
-# Where a line's messages may be (detect_format looks there too).
-MESSAGE_PATHS = (("messages",), ("request", "messages"), ("body", "messages"))
-TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
-# Parts known to carry no prompt text (images, audio, refusals): ignored without a word.
-NON_TEXT_PART_TYPES = frozenset({"image_url", "input_image", "image", "input_audio", "audio",
-                                 "output_audio", "refusal", "video_url", "image_file"})  # fmt: skip
-# Roles of the chat-completion formats (OpenAI, Llama's ipython); any other is a bad line.
-KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function",
-                         "ipython"})  # fmt: skip
-# Parts that carry a document's text explicitly: the message counts as a document.
-DOCUMENT_PART_TYPES = frozenset({"document", "file", "input_file"})
-# Roles whose content is an instruction (metrics.md section 1).
-INSTRUCTION_ROLES = frozenset({"system", "developer"})
+# Where a line's body may be: at the top level, or under `request` / `body` (the shapes a
+# gateway or a batch file wraps it in); detect_format looks there too
+BODY_PATHS = ((), ("request",), ("body",))
+MESSAGE_PATHS = tuple((*path, "messages") for path in BODY_PATHS)
+RESPONSES_PATHS = tuple((*path, key) for path in BODY_PATHS for key in ("input", "instructions"))
+# metrics.md section 7: a request's session id, the first of these present
+SESSION_PATHS = (("session_id",), ("conversation_id",), ("prompt_cache_key",),
+                 ("metadata", "session_id"), ("metadata", "conversation_id"))  # fmt: skip
+OUTPUT_PATHS = (("usage", "completion_tokens"), ("usage", "output_tokens"),
+                ("response", "usage", "completion_tokens"),
+                ("response", "usage", "output_tokens"), ("output_tokens",))  # fmt: skip
 
 
 class ChatReader:
     name = "chat"
 
-    def __init__(self, errors: ErrorLog):
+    def __init__(self, errors: ErrorLog, tools_position: str = "auto"):
         self._errors = errors
+        self._tools_position = tools_position
         self._ids = SeenIds()
         self._unknown_parts: set[str] = set()
         self._now = now_us()
@@ -40,30 +44,47 @@ class ChatReader:
         check_plausible(t_us, obj["timestamp"], self._now)
         if assumed_utc:
             self._errors.note(NO_ZONE_NOTE)
-        raw_messages = first(obj, *MESSAGE_PATHS)
-        if not isinstance(raw_messages, list) or not raw_messages:
-            raise LineError("no messages (looked at messages, request.messages, body.messages)")
-        unknown: list[str] = []
-        messages = [_message(item, index, unknown) for index, item in enumerate(raw_messages)]
-        output = first(
-            obj,
-            ("usage", "completion_tokens"),
-            ("response", "usage", "completion_tokens"),
-            ("output_tokens",),
-        )
-        output_tokens = token_count(output, "output token count")
+        body = _body(obj)
+        model = as_str(first(obj, ("model",), ("request", "model"), ("body", "model")))
+        found = Findings(cache_control="cache_control" in body)
+        messages = self._messages(body, found)
+        tools = first(body, ("tools",), ("functions",))
+        if tools is not None:
+            if not isinstance(tools, list):
+                raise LineError(f"{_shape(body)} body: tools is not a list")
+            if tools:
+                found.cache_control |= any(isinstance(t, dict) and "cache_control" in t
+                                           for t in tools)  # fmt: skip
+                place_tools(messages, tools, model, self._tools_position)
+        output_tokens = token_count(first(obj, *OUTPUT_PATHS), "output token count")
         self._claim_id(first(obj, ("id",), ("request_id",), ("custom_id",)))
-        self._note_unknown_parts(unknown, line)
+        self._note_unknown_parts(found.unknown_parts, line)
         tenant, user = tenant_and_user(obj)
         return ChatRequest(
             line=line,
             t_us=t_us,
             tenant=tenant,
             user=user,
-            model=as_str(first(obj, ("model",), ("request", "model"), ("body", "model"))),
+            model=model,
             messages=messages,
             output_tokens=output_tokens,
+            session=_session(obj, body),
+            cache_control=found.cache_control,
         )
+
+    def _messages(self, body: dict, found: Findings) -> list[Message]:
+        shape = _shape(body)
+        if shape == RESPONSES_SHAPE:
+            return responses_messages(body, found)
+        raw = body.get("messages")
+        if not isinstance(raw, list) or not raw:
+            raise LineError(f"{shape} body: no messages (looked at messages, request.messages, "
+                            "body.messages, and for a Responses body input)")  # fmt: skip
+        messages = read_messages(raw, shape, found)
+        system = body.get("system")
+        if system is not None:  # Anthropic's top-level system prompt
+            messages.insert(0, system_message(system, shape, found))
+        return messages
 
     def _claim_id(self, request_id: object) -> None:
         """The line's request id, refused when an earlier line had it. Checked last: a line
@@ -81,57 +102,29 @@ class ChatReader:
                                   f"(first on line {line})")  # fmt: skip
 
 
-def _message(item: object, index: int, unknown: list[str]) -> Message:
-    """One message; the types of content parts it ignored without knowing them go to
-    `unknown`."""
-    if not isinstance(item, dict):
-        raise LineError(f"message {index} is not an object")
-    role = item.get("role")
-    if not isinstance(role, str) or not role:
-        raise LineError(f"message {index} has no role")
-    if role not in KNOWN_ROLES:
-        raise LineError(f"message {index} has the unknown role {role[:40]!r} "
-                        f"(known: {', '.join(sorted(KNOWN_ROLES))})")  # fmt: skip
-    content = item.get("content")
-    if content is None or isinstance(content, str):
-        return Message(role=role, text=content or "")
-    if not isinstance(content, list):
-        raise LineError(f"message {index} content is neither text nor a list of parts")
-    texts: list[str] = []
-    is_document = False
-    label = ""
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if not isinstance(kind, str):
-            unknown.append(repr(kind)[:40])
-            continue
-        if kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind in DOCUMENT_PART_TYPES:
-            text, part_label = _document_part(part)
-            if text is not None:
-                texts.append(text)
-                is_document = True
-                label = label or part_label
-        elif kind not in NON_TEXT_PART_TYPES and kind not in TEXT_PART_TYPES | DOCUMENT_PART_TYPES:
-            unknown.append(kind)
-        # Parts that carry no prompt text (images, audio, ...) are ignored.
-    return Message(role=role, text="".join(texts), is_document=is_document, label=label)
+def _body(obj: dict) -> dict:
+    """The request body of a line: where its messages (or Responses input) are."""
+    for path in BODY_PATHS:
+        node = first(obj, path) if path else obj
+        if isinstance(node, dict) and ("messages" in node or "input" in node
+                                       or "instructions" in node):  # fmt: skip
+            return node
+    return obj
 
 
-def _document_part(part: dict) -> tuple[str | None, str]:
-    """Text and label of a document/file part: {"type": "document", "text": ..., "title": ...}
-    or the same fields nested under the part's type key ({"type": "file", "file": {...}})."""
-    for node in (part, part.get(part.get("type", ""))):
-        if isinstance(node, dict) and isinstance(node.get("text"), str):
-            label = next(
-                (node[k] for k in ("title", "name", "filename") if isinstance(node.get(k), str)),
-                "",
-            )
-            return node["text"], label
-    return None, ""
+def _shape(body: dict) -> str:
+    """The body's shape as errors name it (a file may mix them, line by line)."""
+    if "messages" not in body and ("input" in body or "instructions" in body):
+        return RESPONSES_SHAPE
+    if "system" in body or "anthropic_version" in body:
+        return "Anthropic Messages"
+    return "OpenAI chat"
+
+
+def _session(obj: dict, body: dict) -> str:
+    """The line's session id (metrics.md section 7), on the line or in its body."""
+    for node in (obj, body) if body is not obj else (obj,):
+        value = first(node, *SESSION_PATHS)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return str(value)
+    return ""

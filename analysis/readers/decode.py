@@ -8,7 +8,7 @@ import json
 import orjson
 
 from analysis.errors import LineError
-from analysis.readers.chat import MESSAGE_PATHS
+from analysis.readers.chat import MESSAGE_PATHS, RESPONSES_PATHS
 from analysis.readers.fields import first
 from analysis.readers.lines import content_start
 from analysis.readers.trace_rules import MAX_PROMPT_TOKENS, max_blocks
@@ -86,6 +86,8 @@ def detect_format(obj: dict) -> str:
     """'mooncake' or 'chat' from the first valid line's shape."""
     if "hash_ids" in obj:
         return "mooncake"
-    if first(obj, *MESSAGE_PATHS) is not None:
+    if first(obj, *MESSAGE_PATHS, *RESPONSES_PATHS) is not None:
         return "chat"
-    raise LineError("neither a chat request (messages) nor a pre-hashed trace (hash_ids)")
+    raise LineError(
+        "neither a chat request (messages, or a Responses input) nor a pre-hashed trace (hash_ids)"
+    )

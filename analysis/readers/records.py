@@ -26,6 +26,8 @@ class ChatRequest:
     model: str
     messages: list[Message]
     output_tokens: int  # -1 when the log does not say
+    session: str = ""  # metrics.md section 7: "" when the line names none
+    cache_control: bool = False  # the body carries an explicit cache breakpoint
 
 
 @dataclass(slots=True)
@@ -38,6 +40,8 @@ class TraceRequest:
     input_length: int
     output_tokens: int
     hash_ids: np.ndarray  # uint64 keys
+    session: str = ""  # a Bailian chain's root chat_id; "" when none
+    cache_control: bool = False
 
 
 Request = ChatRequest | TraceRequest

@@ -17,6 +17,8 @@ from analysis.timestamps import as_ms, ms_to_us, now_us
 
 # A pre-hashed trace's own block size: Mooncake's hash_ids are 512-token prefix blocks.
 TRACE_BLOCK_TOKENS = 512
+# Alibaba's Bailian traces (ATC'25): 16-token blocks, vLLM's block size
+BAILIAN_BLOCK_TOKENS = 16
 # Sizes a trace's hash_ids may have been made with, tried when they contradict input_length
 # at the size asked for: the format's own first (the advice prefers it), then the usual
 # cache blocks and chunks (vLLM 16, LMCache 256, ...).

@@ -63,7 +63,9 @@ def test_unknown_roles_skip_the_line_and_name_the_role(tmp_path):
     log.write_bytes(_lines(_chat(1), bad))
     stream = _ingest(log)
     assert stream.requests == 1
-    assert _reasons(stream)[2].startswith("message 1 has the unknown role 'narrator' (known:")
+    assert _reasons(stream)[2].startswith(
+        "OpenAI chat body: message 1 has the unknown role 'narrator' (known:"
+    )
 
 
 def test_unknown_content_parts_are_ignored_and_said_once(tmp_path):

@@ -67,7 +67,7 @@ def test_a_file_with_no_usable_line_fails_with_the_reason(tmp_path):
     upload = upload_create(name="bad", sources=[log])
     done = wait_for(finished(Upload, upload.pk))
     assert done.status == JobStatus.FAILED
-    assert "line 1: no messages" in done.message
+    assert "line 1: OpenAI chat body: no messages" in done.message
 
 
 def test_kept_raw_file_survives_the_ingest(chat_log):
