@@ -20,6 +20,10 @@ class WindowReport:
     useful_ws_p95_bytes: int
     useful_ws_median_bytes: int
     ttl_occupancy_peak_bytes: int
+    # metrics.md section 7: hits whose previous reference was of the same session, and
+    # the rest (shared material); they sum to hit_ratio
+    same_session_hit_ratio: float = 0.0
+    cross_session_hit_ratio: float = 0.0
     misplaced_reuse_tokens: int | None = None  # chat logs only
     segments: dict | None = None  # chat logs only
     # chart series: bucket start (s from the first request), max bytes within the bucket
@@ -62,6 +66,8 @@ class Recommendation:
     # or the model is MLA (every rank keeps the whole latent)
     per_rank_kv_bytes_per_token: int = 0
     replica_kv_bytes_per_token: int = 0
+    same_session_hit_ratio: float = 0.0  # hit_ratio split as the windows' (section 7)
+    cross_session_hit_ratio: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Recommendation:
@@ -90,8 +96,16 @@ class Report:
     errors: list[dict]
     skipped_lines: int
     warmup_requests: int = 0  # the leading requests left out of every hit ratio
+    session_share: float = 0.0  # requests carrying a session id
+    # requests_with_tools, tool_tokens, prompt_share, position (metrics.md section 7)
+    tools: dict = field(default_factory=dict)
+    cache_control_requests: int = 0
     # beyond the contract
+    infinite_same_session_hit_ratio: float = 0.0
+    infinite_cross_session_hit_ratio: float = 0.0
     source_format: str = ""
+    log_format: str = ""  # chat, csv, mooncake or bailian: what the reader read
+    tokenizer: str = ""  # chat logs: the tokenizer that counted
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"
     model: dict = field(default_factory=dict)

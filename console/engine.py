@@ -33,6 +33,7 @@ def ingest_options(
     previews: bool = False,
     tiktoken_dir: str | None = None,
     trace_partial_cached: bool = True,
+    tools_position: str = IngestOptions.tools_position,
 ) -> IngestOptions:
     return IngestOptions(
         hash_key=settings.KVSCOPE_HASH_KEY,
@@ -43,6 +44,7 @@ def ingest_options(
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
         previews=previews,
         trace_partial_cached=trace_partial_cached,
+        tools_position=tools_position,
         max_listed_errors=settings.KVSCOPE_MAX_LISTED_ERRORS,
         max_bad_lines=settings.KVSCOPE_MAX_BAD_LINES or None,
         limits=ReadLimits(

@@ -3,6 +3,8 @@ SHARDS sample of the scoped keys beyond it, and the points the report lists."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from analysis.mrc import (
@@ -26,19 +28,39 @@ def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
     return min(1.0, 4_000_000 / block_refs)
 
 
+class HitCurve(NamedTuple):
+    """Hit tokens by capacity in slots (cum[C], C = 0..), and of them the same-session
+    hits (metrics.md section 7), as long as `total` (the rest are cross-session)."""
+
+    total: np.ndarray
+    same_session: np.ndarray
+
+
 def exact_curve(
     prev: np.ndarray,
     starts: np.ndarray,
     tokens: np.ndarray,
     reuse: np.ndarray,
     lifetime_us: int | None,
-    counted: np.ndarray | None = None,
-) -> np.ndarray:
-    """Hit tokens by capacity in slots, evicting as engines do (`starts`: each request's
-    first reference); with a lifetime only reuses within it can hit, and only `counted`
-    references (past the warm-up) count."""
+    counted: np.ndarray | None,
+    same_session: np.ndarray,
+) -> HitCurve:
+    """Hit tokens by capacity, evicting as engines do (`starts`: each request's first
+    reference); with a lifetime only reuses within it can hit, and only `counted`
+    references (past the warm-up) count; `same_session` marks the references whose
+    previous one was of their session."""
     dist = stack_distances(prev, starts)
-    return hit_tokens_by_capacity(dist, tokens, _eligible(reuse, lifetime_us, counted))
+    eligible = _eligible(reuse, lifetime_us, counted)
+    total = hit_tokens_by_capacity(dist, tokens, eligible)
+    same = same_session if eligible is None else same_session & eligible
+    return HitCurve(total, _as_long(hit_tokens_by_capacity(dist, tokens, same), total.size))
+
+
+def _as_long(cum: np.ndarray, size: int) -> np.ndarray:
+    """A cumulative curve cut or carried flat to `size` capacities."""
+    if cum.size >= size:
+        return cum[:size]
+    return np.concatenate([cum, np.full(size - cum.size, cum[-1] if cum.size else 0)])
 
 
 def _eligible(
@@ -59,9 +81,12 @@ def sampled_curve(
     reuse: np.ndarray,
     lifetime_us: int | None,
     rate: float,
-    counted: np.ndarray | None = None,
-) -> np.ndarray:
-    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream."""
+    counted: np.ndarray | None,
+    same_session: np.ndarray,
+) -> HitCurve:
+    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream.
+    The same-session part is the sample's own share of the hits at each capacity (the
+    count adjustment of the whole curve has no per-session split)."""
     ids, _ = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
     keep = sampled(ids, rate)
     sub_ids, sub_distinct = dense_ids(ids[keep])
@@ -69,8 +94,15 @@ def sampled_curve(
     sub_prev, _ = prev_next(sub_ids, sub_distinct)
     dist = stack_distances(sub_prev, request_starts(ref_req[keep]))
     eligible = _eligible(reuse[keep], lifetime_us, counted[keep] if counted is not None else None)
-    return shards_hit_tokens(dist, stream.ref_tokens[keep], rate, _ref_tokens(stream),
-                             eligible)  # fmt: skip
+    tokens = stream.ref_tokens[keep]
+    total = shards_hit_tokens(dist, tokens, rate, _ref_tokens(stream), eligible)
+    same = same_session[keep] if eligible is None else same_session[keep] & eligible
+    # the sample's hits by full-stream distance, all and same-session: their ratio splits
+    scaled = np.where(dist > 0, np.ceil(dist / rate), 0).astype(np.int64)
+    raw_all = _as_long(hit_tokens_by_capacity(scaled, tokens, eligible), total.size)
+    raw_same = _as_long(hit_tokens_by_capacity(scaled, tokens, same), total.size)
+    share = np.divide(raw_same, raw_all, out=np.zeros(total.size), where=raw_all > 0)
+    return HitCurve(total, np.rint(total * share).astype(np.int64))
 
 
 def _ref_tokens(stream: BlockStream) -> int:
@@ -78,18 +110,23 @@ def _ref_tokens(stream: BlockStream) -> int:
 
 
 def curve_points(
-    cum: np.ndarray, total_tokens: int, slot_bytes: int, rate: float, recommended_slots: int
+    curve: HitCurve, total_tokens: int, slot_bytes: int, rate: float, recommended_slots: int
 ) -> list[dict]:
-    """The report's `mrc`: hit ratio at log-spaced capacities and at the recommended one."""
+    """The report's `mrc`: hit ratio at log-spaced capacities and at the recommended one,
+    each split into same-session and cross-session hits."""
+    cum = curve.total
     capacities = curve_capacities(int(cum.size - 1), extra=(recommended_slots,))
-    points = [
-        {
+    points = []
+    for c in capacities:
+        at = min(int(c), cum.size - 1)
+        hits, same = int(cum[at]), int(curve.same_session[at])
+        points.append({
             "capacity_bytes": int(c) * slot_bytes,
             "capacity_slots": int(c),
-            "hit_ratio": hit_share(int(cum[min(int(c), cum.size - 1)]), total_tokens),
-        }
-        for c in capacities
-    ]
+            "hit_ratio": hit_share(hits, total_tokens),
+            "same_session_hit_ratio": hit_share(same, total_tokens),
+            "cross_session_hit_ratio": hit_share(hits - same, total_tokens),
+        })  # fmt: skip
     if rate < 1.0:  # below 100 / rate slots a sampled curve is noise: say so
         for point in points:
             point["resolved"] = point["capacity_slots"] >= 100 / rate

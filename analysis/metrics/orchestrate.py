@@ -19,7 +19,9 @@ from analysis.metrics.curve import (
     sampling_rate,
 )
 from analysis.metrics.recommend import recommend
+from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
+from analysis.metrics.traffic import cache_control_requests, session_share, tools_summary
 from analysis.params import AnalysisParams
 from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
@@ -61,6 +63,7 @@ class _Run:
     prev: np.ndarray  # previous / next reference to the same scoped key (-1: none)
     nxt: np.ndarray
     reuse: np.ndarray  # us since that previous reference (-1: a first reference)
+    same_session: np.ndarray  # that previous reference was of the same session
     distinct: int  # distinct scoped keys
     grid: TimeGrid
     ref_grid: np.ndarray  # grid index of each reference
@@ -89,16 +92,16 @@ def analyze(
     lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
     rate = sampling_rate(stream.block_refs, params)
     if rate < 1.0:
-        cum = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate,
-                            run.counted)  # fmt: skip
+        curve = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate,
+                              run.counted, run.same_session)  # fmt: skip
     else:
         starts = np.asarray(stream.req_ref_start, dtype=np.int64)
-        cum = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us,
-                          run.counted)  # fmt: skip
+        curve = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us,
+                            run.counted, run.same_session)  # fmt: skip
     advance()
-    recommendation = recommend(cum, run.counted_tokens, stream.block_tokens, params)
+    recommendation = recommend(curve, run.counted_tokens, stream.block_tokens, params)
     slots = recommendation.capacity_slots
-    mrc = curve_points(cum, run.counted_tokens, run.slot_bytes, rate, slots)
+    mrc = curve_points(curve, run.counted_tokens, run.slot_bytes, rate, slots)
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
@@ -167,6 +170,7 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         prev=prev,
         nxt=nxt,
         reuse=ref_reuse_times(stream.req_t_us, ref_req, prev),
+        same_session=same_session_refs(stream, ref_req, prev),
         distinct=int(distinct),
         grid=grid,
         ref_grid=grid.of_request[ref_req],
@@ -182,6 +186,7 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     hit = hits_within(run.reuse, w_us)
     counted_hit = hit if run.counted is None else hit & run.counted
     hit_tokens = int(stream.ref_tokens.sum(where=counted_hit, dtype=np.int64))
+    same_tokens = int(stream.ref_tokens.sum(where=counted_hit & run.same_session, dtype=np.int64))
     useful = useful_working_set(run.grid, run.ref_grid, run.prev, run.reuse, w_us)
     ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.ref_grid, run.nxt, w_us)
     p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
@@ -189,6 +194,8 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
         window_s=float(window_s),
         hit_ratio=hit_share(hit_tokens, run.counted_tokens),
         hit_tokens=hit_tokens,
+        same_session_hit_ratio=hit_share(same_tokens, run.counted_tokens),
+        cross_session_hit_ratio=hit_share(hit_tokens - same_tokens, run.counted_tokens),
         useful_ws_peak_bytes=useful.peak * slot_bytes,
         useful_ws_p95_bytes=p95 * slot_bytes,
         useful_ws_median_bytes=median * slot_bytes,
@@ -216,6 +223,7 @@ def _report(
     tokens = stream.ref_tokens
     reused = run.reuse >= 0 if run.counted is None else (run.reuse >= 0) & run.counted
     infinite_hits = int(tokens.sum(where=reused, dtype=np.int64))
+    infinite_same = int(tokens.sum(where=reused & run.same_session, dtype=np.int64))
     return Report(
         requests=stream.requests,
         prompt_tokens=run.total_tokens,
@@ -226,6 +234,10 @@ def _report(
         slot_bytes=run.slot_bytes,
         span_s=(run.t_last - run.t_first) / 1e6,
         infinite_hit_ratio=hit_share(infinite_hits, run.counted_tokens),
+        infinite_same_session_hit_ratio=hit_share(infinite_same, run.counted_tokens),
+        infinite_cross_session_hit_ratio=hit_share(
+            infinite_hits - infinite_same, run.counted_tokens
+        ),
         windows=windows,
         mrc=mrc,
         mrc_exact=rate >= 1.0,
@@ -234,7 +246,12 @@ def _report(
         errors=list(stream.errors),
         skipped_lines=stream.skipped_lines,
         warmup_requests=run.warmup_requests,
+        session_share=session_share(stream),
+        tools=tools_summary(stream),
+        cache_control_requests=cache_control_requests(stream),
         source_format=stream.source_format,
+        log_format=stream.log_format,
+        tokenizer=stream.tokenizer,
         tenants=sum(1 for t in stream.tenants if t),
         scope=params.scope,
         model=params.profile.to_dict(),

@@ -9,17 +9,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from analysis.metrics.curve import hit_share
+from analysis.metrics.curve import HitCurve, hit_share
 from analysis.params import AnalysisParams, HostBudget
 from analysis.report import HostBudgetCheck, Recommendation
 
 
 def recommend(
-    cum: np.ndarray, total_tokens: int, block_tokens: int, params: AnalysisParams
+    curve: HitCurve, total_tokens: int, block_tokens: int, params: AnalysisParams
 ) -> Recommendation:
     """Smallest capacity reaching `target` of the ceiling (section 4), plus headroom, held
     per tensor-parallel rank by section 8's rule: a rank keeps max(1, kv_heads // tp) heads
     (MLA: the whole latent) of each of those slots, and the replica tp times that."""
+    cum = curve.total
     ceiling_tokens = int(cum[-1])
     need = params.target * ceiling_tokens
     # relative tolerance: target * ceiling is a float, token sums are exact
@@ -42,6 +43,10 @@ def recommend(
         per_rank_kv_bytes_per_token=rank_per_token,
         replica_kv_bytes_per_token=rank_per_token * params.tp,
         hit_ratio=hit_share(int(cum[slots]), total_tokens),
+        same_session_hit_ratio=hit_share(int(curve.same_session[slots]), total_tokens),
+        cross_session_hit_ratio=hit_share(
+            int(cum[slots] - curve.same_session[slots]), total_tokens
+        ),
         ceiling=hit_share(ceiling_tokens, total_tokens),
         target=params.target,
         headroom=params.headroom,

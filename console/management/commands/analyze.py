@@ -17,6 +17,7 @@ from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, inge
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, FORMATS
 from analysis.params import DEFAULTS, HOST_RESERVES
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
+from analysis.readers import TOOLS_POSITIONS
 from analysis.reuse import SCOPES
 from analysis.tokens import EncodingUnavailable
 from console.engine import analysis_params, ingest_options
@@ -61,8 +62,15 @@ def add_input_arguments(parser: CommandParser) -> None:
         type=int,
         default=None,
         metavar="B",
-        help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat, "
-        f"{DEFAULT_BLOCK_TOKENS['mooncake']} for traces)",
+        help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat bodies, "
+        f"{DEFAULT_BLOCK_TOKENS['mooncake']} for Mooncake traces, "
+        f"{DEFAULT_BLOCK_TOKENS['bailian']} for Bailian traces)",
+    )
+    parser.add_argument(
+        "--tools-position",
+        choices=TOOLS_POSITIONS,
+        default=IngestOptions.tools_position,
+        help="where tool definitions sit in the prompt (auto: by model route)",
     )
 
 
@@ -183,6 +191,7 @@ class Command(BaseCommand):
                     previews=opts["previews"],
                     tiktoken_dir=opts["tiktoken_dir"],
                     trace_partial_cached=opts["trace_tails"] == "cached",
+                    tools_position=opts["tools_position"],
                 ),
             )
             if opts["save_stream"]:

@@ -1,0 +1,32 @@
+"""Same-session and cross-session hits (metrics.md section 7): a hit is same-session when
+the block's previous reference came from the same session (conversation history), else
+cross-session (shared material: system prompts, tools, documents). A request without a
+session id is a session of its own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.reuse import dense_ids
+from analysis.stream import BlockStream
+
+
+def session_codes(stream: BlockStream) -> np.ndarray:
+    """Per request, a code equal exactly when two requests share a session: the dense id
+    of its keyed session id, or -(index + 1) for a request that names none."""
+    keys = stream.req_session
+    named = keys != 0
+    codes = -np.arange(1, keys.size + 1, dtype=np.int64)
+    if named.any():
+        codes[named] = dense_ids(keys[named])[0]
+    return codes
+
+
+def same_session_refs(stream: BlockStream, ref_req: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Per block reference: its previous reference (prev, -1 none) is of the same session."""
+    codes = session_codes(stream)
+    had = prev >= 0
+    same = np.zeros(prev.size, dtype=np.bool_)
+    mine = ref_req[had]
+    same[had] = codes[mine] == codes[ref_req[prev[had]]]
+    return same
