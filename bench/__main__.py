@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=20_000)
     p.add_argument("--naive", action="store_true", help="also time tokenizing every message")
     p.add_argument("--workdir")
+    p = sub.add_parser("agent", help="tools-heavy agent log (3 body shapes) end to end")
+    p.add_argument("--requests", type=int, default=20_000)
+    p.add_argument("--naive", action="store_true", help="also time tokenizing every message")
+    p.add_argument("--workdir")
     p = sub.add_parser("parallel", help="split ingest in worker processes vs one process")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
@@ -125,6 +129,10 @@ def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import end_to_end
 
             end_to_end.run_chat(args.requests, args.naive, args.workdir, timer)
+        case "agent":
+            from bench import end_to_end
+
+            end_to_end.run_chat(args.requests, args.naive, args.workdir, timer, agent=True)
         case "reanalyze":
             from bench import stored_stream
 

@@ -1,8 +1,10 @@
-"""`trace` and `chat`: `manage.py analyze` as a whole process, on a pre-hashed trace (against
-kvcache-simulator) and on a chat log (against the read + parse + tokenize floor).
+"""`trace`, `chat` and `agent`: `manage.py analyze` as a whole process, on a pre-hashed
+trace (against kvcache-simulator) and on a chat or agent log (against the read + parse +
+tokenize floor).
 
     python -m bench trace --requests 500000 [--kvsim PATH] [--workdir DIR]
     python -m bench chat --requests 20000 [--naive] [--workdir DIR]
+    python -m bench agent --requests 20000 [--naive] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bench.harness import (
     ROOT,
     ProcessRun,
     ProcessTimer,
+    agent_log,
     chat_log,
     mooncake_trace,
     work_folder,
@@ -73,11 +76,15 @@ def _parse_all(log: Path) -> Iterator[ChatRequest]:
         yield reader.parse(decode_line(raw), n)
 
 
-def run_chat(requests: int, naive: bool, workdir: str | None, timer: ProcessTimer) -> None:
+def run_chat(
+    requests: int, naive: bool, workdir: str | None, timer: ProcessTimer, agent: bool = False
+) -> None:
+    """The floor reads, parses and renders each line (tools and tool calls included) as
+    the engine does, and tokenizes each distinct text once."""
     work = work_folder(workdir)
-    log = chat_log(work, requests)
+    log = agent_log(work, requests) if agent else chat_log(work, requests)
     size_mb = log.stat().st_size / 1e6
-    print(f"chat: {requests:,} requests, {size_mb:.0f} MB ({log})")
+    print(f"{'agent' if agent else 'chat'}: {requests:,} requests, {size_mb:.0f} MB ({log})")
     enc = load_encoding()
     start = time.perf_counter()
     seen: set[str] = set()

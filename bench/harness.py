@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from bench.agent_log import agent_requests
 from bench.generate import chat_requests, mooncake_requests, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +84,14 @@ def chat_log(work: Path, requests: int) -> Path:
     log = work / f"chat-{requests}.jsonl"
     if not log.exists():
         write_jsonl(chat_requests(requests, documents=200), log)
+    return log
+
+
+def agent_log(work: Path, requests: int) -> Path:
+    """A generated tools-heavy agent log of `requests`, written once per work folder."""
+    log = work / f"agent-{requests}.jsonl"
+    if not log.exists():
+        write_jsonl(agent_requests(requests), log)
     return log
 
 

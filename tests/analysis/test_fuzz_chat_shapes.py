@@ -6,15 +6,18 @@ through a whole ingest (rendering, tokenizing, keying) that keeps the valid line
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis import IngestOptions, UnusableInput, ingest
 from analysis.errors import ErrorLog, LineError
 from analysis.readers import TOOLS_POSITIONS, ChatReader, ReadLimits
+from analysis.readers.render import json_text
 
 KEY = b"test-secret-0123456789"
 FUZZ = settings(max_examples=int(os.environ.get("KVSCOPE_FUZZ_EXAMPLES", 150)), deadline=None,
@@ -124,3 +127,24 @@ def test_random_json_in_the_shapes_fields(tmp_path_factory, where, value, positi
     assert stream.skipped_lines == len(stream.errors) == 1 - readable
     if not readable:
         assert stream.errors[0]["line"] == 2
+
+
+@FUZZ
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+        | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+        lambda inner: st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        max_leaves=16,
+    )
+)  # fmt: skip
+def test_tool_json_text_is_metrics_md_definition(value):
+    """J(v) is json.dumps(v, ensure_ascii=False, separators=(",", ":")) byte for byte,
+    whichever way it is made (floats of every size, integers past 64 bits, any text)."""
+    assert json_text(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("value", [1e-05, -1.23e-07, 0.00001, [{"x": 5e-324}], 2**64, "\ud800"])
+def test_tool_json_text_where_orjson_differs_or_refuses(value):
+    assert json_text(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -88,6 +88,8 @@ def test_tools_and_tool_calls_render_where_the_placement_says(
     assert stream.req_prompt_tokens.tolist() == [len(render(expected))]
     classes = {"system": ROLE_INSTRUCTION, "tools": ROLE_TOOLS}
     assert [c for c, _ in _messages(stream, 0)] == [classes.get(r, ROLE_OTHER) for r, _ in expected]
+    tools_seg = stream.occ_seg[[r for r, _ in expected].index("tools")]
+    assert stream.seg_label[tools_seg] == "tool definitions (1 tool)"
     report = analyze(stream, AnalysisParams(windows_s=(60,)))
     tool_tokens = len(enc(J([WEATHER])))
     assert report.tools == {"requests_with_tools": 1, "tool_tokens": tool_tokens,
