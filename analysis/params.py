@@ -52,6 +52,8 @@ class AnalysisParams:
     min_reuses: int = 2
     doc_min_tokens: int = 512
     host: HostBudget | None = None
+    # host RAM per replica whose hit ratio to report (metrics.md section 9), GiB
+    budgets_gib: tuple[float, ...] = ()
     # the curve is exact up to this many block references, SHARDS-sampled beyond
     mrc_exact_limit: int = 20_000_000
     shards_rate: float | None = None  # None: enough for ~4 M sampled references
@@ -83,6 +85,8 @@ class AnalysisParams:
             raise ValueError("doc_min_tokens must be at least 1")
         if self.serving is not None:
             self.serving.validate()
+        if any(not 0 < b < 1e9 for b in self.budgets_gib):
+            raise ValueError("budgets must be positive, finite numbers of GiB")
 
     def report_dict(self) -> dict:
         """The parameters as the report's `params` records them."""
@@ -98,6 +102,7 @@ class AnalysisParams:
             "doc_min_tokens": self.doc_min_tokens,
             "model": self.profile.name,
             "kv_dtype": self.kv_dtype or self.profile.dtype,
+            "budgets_gib": list(self.budgets_gib),
         }
 
 

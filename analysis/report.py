@@ -118,6 +118,8 @@ class Report:
     top_misplaced: list[dict] = field(default_factory=list)
     ingest_stats: dict = field(default_factory=dict)
     budgets: dict | None = None  # weights / active KV on GPU / reusable blocks in host RAM
+    # metrics.md section 9: what each budget asked for, and the host's, buys
+    at_budget: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:

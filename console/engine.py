@@ -86,6 +86,7 @@ def analysis_params(
     min_reuses: int = DEFAULTS.min_reuses,
     doc_min_tokens: int = DEFAULTS.doc_min_tokens,
     host_ram_gib: float | None = None,
+    budgets_gib: list[float] | None = None,
     gpu_memory_gib: float | None = None,
     # the serving shape's defaults are ServingShape's own (its fields' class attributes)
     weight_dtype: str = ServingShape.weight_dtype,
@@ -126,6 +127,7 @@ def analysis_params(
         min_reuses=min_reuses,
         doc_min_tokens=doc_min_tokens,
         host=host,
+        budgets_gib=tuple(budgets_gib or ()),
         serving=serving,
     )
 

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.budgets import memory_budgets
+from analysis.metrics.at_budget import at_budgets
 from analysis.metrics.curve import (
     curve_points,
     exact_curve,
@@ -105,6 +106,9 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
+    report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
+                                  recommendation.replica_kv_bytes_per_token, run.kv_per_token,
+                                  params)  # fmt: skip
     if params.serving is not None:
         # the active sequences' KV on the GPUs is held the same way as host blocks: per rank
         # by section 8's rule, so a replica holds per-rank bytes * tp

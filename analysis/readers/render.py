@@ -57,7 +57,7 @@ def position_for(route: str, tools_position: str) -> str:
     return "after_system"
 
 
-def place_tools(messages: list[Message], tools: object, route: str, tools_position: str) -> None:
+def place_tools(messages: list[Message], tools: list, route: str, tools_position: str) -> None:
     """Insert the tools segment (role `tools`, text J(tools)) where the placement says; a
     prompt without a user message keeps before_last_user's tools at its end."""
     count = f"{len(tools)} tool{'s' if len(tools) != 1 else ''}"  # (names the segment in tables)

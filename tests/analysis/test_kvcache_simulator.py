@@ -115,7 +115,8 @@ def both(tmp_path_factory) -> Both:
     trace = shared_trace()
     assert trace is not None, "the shared Mooncake trace is not on this machine"
     stream = ingest([trace], IngestOptions(hash_key=b"kvcache-simulator-test-key"))
-    report = analyze(stream, AnalysisParams(warmup=WARMUP, headroom=0))
+    # as `manage.py analyze --warmup 0.5 --headroom 0 --budget-gib 8 ... --budget-gib 512`
+    report = analyze(stream, AnalysisParams(warmup=WARMUP, headroom=0, budgets_gib=BUDGETS_GIB))
     # also at every capacity the report's curve lists in that range, as GiB
     listed = [p["capacity_slots"] * report.slot_bytes / GIB for p in _listed(report)]
     budgets = sorted({*BUDGETS_GIB, *SMALL_BUDGETS_GIB, *listed})
@@ -155,12 +156,13 @@ def test_the_same_blocks_warm_up_and_tokens(both):
 
 
 def test_hit_ratios_equal_its_lru_hit_rates_at_its_budgets(both):
-    cum = _engine_hit_tokens(both.stream)
-    total = _counted_tokens(both.stream)
-    for gib in BUDGETS_GIB:
+    """The report's at_budget entries (metrics.md section 9, headroom 0) at its budgets."""
+    assert [e["ram_bytes"] for e in both.report.at_budget] == [g * GIB for g in BUDGETS_GIB]
+    for gib, entry in zip(BUDGETS_GIB, both.report.at_budget, strict=True):
         blocks = gib * GIB // both.report.slot_bytes
-        ours = int(cum[min(blocks, cum.size - 1)]) / total
-        assert ours == pytest.approx(both.lru[blocks]["hitRate"], abs=1e-6), (gib, blocks)
+        assert entry["capacity_slots"] == blocks
+        theirs = both.lru[blocks]["hitRate"]
+        assert entry["hit_ratio"] == pytest.approx(theirs, abs=1e-6), (gib, blocks)
 
 
 def test_the_reports_curve_equals_its_lru_hit_rates(both):

@@ -28,6 +28,11 @@ CONTRACT_KEYS = {
     "recommendation",
     "errors",
     "skipped_lines",
+    "warmup_requests",
+    "session_share",
+    "tools",
+    "cache_control_requests",
+    "at_budget",
 }
 WINDOW_KEYS = {
     "window_s",
@@ -37,6 +42,8 @@ WINDOW_KEYS = {
     "useful_ws_median_bytes",
     "ttl_occupancy_peak_bytes",
     "segments",
+    "same_session_hit_ratio",
+    "cross_session_hit_ratio",
 }
 
 
@@ -145,3 +152,20 @@ def test_warmup_leaves_the_leading_requests_out_of_every_ratio(chat_log, tmp_pat
     ]
     with pytest.raises(CommandError, match="warm-up"):
         _run(chat_log, "--json", tmp_path / "bad.json", "--warmup", "1")
+
+
+def test_budgets_and_tools_position_from_the_command_line(chat_log, tmp_path):
+    out = tmp_path / "r.json"
+    _run(chat_log, "--json", out, "--budget-gib", "1", "--budget-gib", "4", "--headroom", "0",
+         "--tools-position", "before_last_user")  # fmt: skip
+    report = json.loads(out.read_text())
+    # 1 GiB of 256-token blocks of Llama 3.1 8B (131,072 bytes a token): 32 blocks
+    assert [(e["ram_bytes"], e["capacity_slots"]) for e in report["at_budget"]] == [
+        (1 << 30, 32), (4 << 30, 128)]  # fmt: skip
+    curve = {p["capacity_slots"]: p["hit_ratio"] for p in report["mrc"]}
+    for entry in report["at_budget"]:
+        if entry["capacity_slots"] in curve:  # (the curve's points are log-spaced)
+            assert entry["hit_ratio"] == curve[entry["capacity_slots"]]
+    assert report["tools"]["position"] == "before_last_user"
+    with pytest.raises(CommandError, match="budgets must be positive"):
+        _run(chat_log, "--json", tmp_path / "bad.json", "--budget-gib", "-1")

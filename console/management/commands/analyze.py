@@ -39,6 +39,7 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
         min_reuses=opts["min_reuses"],
         doc_min_tokens=opts["doc_min_tokens"],
         host_ram_gib=opts["host_ram_gib"],
+        budgets_gib=opts["budget_gib"],
         **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in HOST_RESERVES},
     )
 
@@ -148,6 +149,14 @@ def add_host_arguments(parser: CommandParser) -> None:
         type=float,
         default=None,
         help="host RAM, to check the recommendation against",
+    )
+    parser.add_argument(
+        "--budget-gib",
+        type=float,
+        action="append",
+        default=None,
+        metavar="X",
+        help="what X GiB of host RAM per replica buys (repeatable; headroom set aside)",
     )
     for name in HOST_RESERVES:
         parser.add_argument(

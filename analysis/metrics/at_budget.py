@@ -1,0 +1,53 @@
+"""What a budget buys (metrics.md section 9): the hit ratio of the curve at the capacity a
+given amount of host RAM per replica holds once headroom is set aside, for every budget
+asked for and for the host's own (its RAM less its reserves)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from analysis.metrics.curve import HitCurve, hit_share
+from analysis.params import AnalysisParams
+
+GIB = 1 << 30
+
+
+def budget_slots(ram_bytes: int, block_tokens: int, replica_bytes_per_token: int,
+                 headroom: float) -> int:  # fmt: skip
+    """The blocks `ram_bytes` per replica holds: RAM / (1 + headroom) over a block's bytes
+    across the replica's ranks (exact: the recommendation's own rule, inverted)."""
+    if ram_bytes <= 0:
+        return 0
+    block_bytes = block_tokens * replica_bytes_per_token * (1 + Fraction(str(headroom)))
+    return math.floor(Fraction(ram_bytes) / block_bytes)
+
+
+def at_budgets(
+    curve: HitCurve,
+    total_tokens: int,
+    block_tokens: int,
+    replica_bytes_per_token: int,
+    kv_bytes_per_token: int,
+    params: AnalysisParams,
+) -> list[dict]:
+    """One entry per budget asked for (params.budgets_gib), then the host's when host RAM
+    is given: the RAM, the capacity it holds and the hit ratio there (split by session)."""
+    budgets = [(round(gib * GIB), "budget") for gib in params.budgets_gib]
+    if params.host is not None:
+        budgets.append((params.host.available(), "host"))
+    entries = []
+    for ram, source in budgets:
+        slots = budget_slots(ram, block_tokens, replica_bytes_per_token, params.headroom)
+        at = min(slots, curve.total.size - 1)
+        hits, same = int(curve.total[at]), int(curve.same_session[at])
+        entries.append({
+            "source": source,
+            "ram_bytes": ram,
+            "capacity_slots": slots,
+            "capacity_bytes": slots * block_tokens * kv_bytes_per_token,
+            "hit_ratio": hit_share(hits, total_tokens),
+            "same_session_hit_ratio": hit_share(same, total_tokens),
+            "cross_session_hit_ratio": hit_share(hits - same, total_tokens),
+        })  # fmt: skip
+    return entries
