@@ -91,7 +91,8 @@ class Report:
     skipped_lines: int
     warmup_requests: int = 0  # the leading requests left out of every hit ratio
     # beyond the contract
-    source_format: str = ""
+    source_format: str = ""  # the stream's kind: "chat", or "mooncake" for any trace
+    log_format: str = ""  # what was read: "chat", "csv", "mooncake", "bailian" ("": before)
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"
     model: dict = field(default_factory=dict)

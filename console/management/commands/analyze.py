@@ -62,7 +62,8 @@ def add_input_arguments(parser: CommandParser) -> None:
         default=None,
         metavar="B",
         help=f"tokens per block (default {DEFAULT_BLOCK_TOKENS['chat']} for chat, "
-        f"{DEFAULT_BLOCK_TOKENS['mooncake']} for traces)",
+        f"{DEFAULT_BLOCK_TOKENS['mooncake']} for Mooncake traces, "
+        f"{DEFAULT_BLOCK_TOKENS['bailian']} for Bailian traces)",
     )
 
 
