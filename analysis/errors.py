@@ -104,6 +104,14 @@ class ErrorLog:
         if message not in self.notes:
             self.notes.append(message)
 
+    def renote(self, old: str, new: str) -> None:
+        """A note worded again in its place (a count that grew); added when `old` is not
+        a note yet."""
+        if old in self.notes:
+            self.notes[self.notes.index(old)] = new
+        else:
+            self.note(new)
+
 
 def over_budget(
     count: int,

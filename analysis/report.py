@@ -103,8 +103,8 @@ class Report:
     # beyond the contract
     infinite_same_session_hit_ratio: float = 0.0
     infinite_cross_session_hit_ratio: float = 0.0
-    source_format: str = ""
-    log_format: str = ""  # chat, csv, mooncake or bailian: what the reader read
+    source_format: str = ""  # the stream's kind: "chat", or "mooncake" for any trace
+    log_format: str = ""  # what was read: "chat", "csv", "mooncake", "bailian" ("": before)
     tokenizer: str = ""  # chat logs: the tokenizer that counted
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -70,33 +71,48 @@ def _from_iso(text: str) -> tuple[int, bool]:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds, assumed
 
 
-def as_ms(value: object) -> int | float:
-    """A trace's millisecond timestamp (Mooncake format): a number, or a LineError."""
+@dataclass(frozen=True)
+class TraceClock:
+    """The unit of a pre-hashed trace's timestamps, as its errors name it, and the
+    microseconds one of it holds."""
+
+    unit: str
+    us: int
+
+
+MILLISECONDS = TraceClock("milliseconds", 1000)  # Mooncake's traces
+SECONDS = TraceClock("seconds", 1_000_000)  # Alibaba's Bailian traces
+
+
+def as_trace_time(value: object, clock: TraceClock) -> int | float:
+    """A trace's timestamp in its unit: a number, or a LineError."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise LineError(f"timestamp {value!r} is not a number of milliseconds")
+        raise LineError(f"timestamp {value!r} is not a number of {clock.unit}")
     return value
 
 
-def check_ms(ms: float | np.ndarray, refuse: Refuse = refuse_line) -> None:
-    """A trace's milliseconds (one, or a column of them) must be finite and before the
-    year 9999; checked before rounding: a huge float has no integer value."""
+def check_trace_time(
+    value: float | np.ndarray, clock: TraceClock, refuse: Refuse = refuse_line
+) -> None:
+    """A trace's timestamps (one, or a column of them) in their unit must be finite and
+    before the year 9999; checked before rounding: a huge float has no integer value."""
     # spelled so that ints of any size (no float holds them all), floats and arrays take it
-    if isinstance(ms, np.ndarray):
-        magnitude = np.abs(ms)
-        with np.errstate(over="ignore"):  # a huge float times 1000 is inf: past the bound
-            scaled = magnitude * 1000
+    if isinstance(value, np.ndarray):
+        magnitude = np.abs(value)
+        with np.errstate(over="ignore"):  # a huge float times the unit is inf: past the bound
+            scaled = magnitude * clock.us
     else:
-        magnitude = abs(ms)
-        scaled = magnitude * 1000
-    if refuse((ms != ms) | (magnitude == math.inf)):
-        raise LineError(f"timestamp {ms!r} is not a finite number")
+        magnitude = abs(value)
+        scaled = magnitude * clock.us
+    if refuse((value != value) | (magnitude == math.inf)):
+        raise LineError(f"timestamp {value!r} is not a finite number")
     if refuse(scaled > _MAX_US):
-        raise LineError(f"timestamp {ms!r} is out of range (after the year 9999)")
+        raise LineError(f"timestamp {value!r} is out of range (after the year 9999)")
 
 
-def ms_to_us(ms: int | float) -> int:
-    """Milliseconds that passed check_ms, as microseconds."""
-    return round(ms * 1000)
+def trace_time_us(value: int | float, clock: TraceClock) -> int:
+    """A trace's timestamp that passed check_trace_time, as microseconds."""
+    return round(value * clock.us)
 
 
 # Plausible request times (RELIABILITY.md). No request predates the epoch, and none comes

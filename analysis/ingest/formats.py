@@ -9,10 +9,11 @@ import numpy as np
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
 from analysis.ingest.builder import StreamBuilder
-from analysis.ingest.options import DEFAULT_BLOCK_TOKENS, IngestOptions
+from analysis.ingest.options import DEFAULT_BLOCK_TOKENS, STREAM_KIND, IngestOptions
 from analysis.readers import (
     PRECHECK_BYTES,
-    TRACE_BLOCK_SIZES,
+    TRACE_BLOCK_TOKENS,
+    BailianReader,
     ChatReader,
     LogFile,
     MooncakeReader,
@@ -24,13 +25,15 @@ from analysis.readers import (
     detect_format,
     precheck_line,
     read_trace,
+    trace_block_sizes,
 )
 from analysis.spill import SpillColumns
 
 Line = tuple[int, bytes | bytearray | LineError]  # (line number, its bytes or its error)
 
 _HEAD_LINES = 1000  # lines with content looked at for a first request (the fast path)
-_FORMAT_NAMES = {"chat": "a chat log", "mooncake": "a pre-hashed (Mooncake) trace"}
+_FORMAT_NAMES = {"chat": "a chat log", "mooncake": "a pre-hashed (Mooncake) trace",
+                 "bailian": "a Bailian trace"}  # fmt: skip
 
 
 def detect_format_or_none(obj: dict) -> str | None:
@@ -56,11 +59,12 @@ def _trace_block_tokens(
     """The block size if this line is to be read as a pre-hashed trace line, else None."""
     if builder is not None:
         return builder.block_tokens if builder.source_format == "mooncake" else None
-    if options.format == "chat":
+    log_format = options.format
+    if log_format == "auto" and b'"hash_ids"' in raw and b'"messages"' not in raw:
+        log_format = "bailian" if b'"chat_id"' in raw else "mooncake"  # (as detect_format)
+    if STREAM_KIND.get(log_format) != "mooncake":
         return None
-    if options.format == "mooncake" or (b'"hash_ids"' in raw and b'"messages"' not in raw):
-        return options.block_tokens or DEFAULT_BLOCK_TOKENS["mooncake"]
-    return None
+    return options.block_tokens or DEFAULT_BLOCK_TOKENS[log_format]
 
 
 def head(
@@ -92,8 +96,12 @@ def fast_trace(
     options: IngestOptions,
     spill: SpillColumns | None,
 ) -> tuple[StreamBuilder, TraceColumns] | None:
-    """The column-wise path for a clean pre-hashed trace, if this file is one (its first
-    request is `first`)."""
+    """The column-wise path for a clean pre-hashed trace in Mooncake's format, if this file
+    is one (its first request is `first`) and is read as one. Never a Bailian trace: its
+    timestamps are seconds, and its sessions are chains followed line by line."""
+    log_format = builder.log_format if builder is not None else options.format
+    if log_format not in ("auto", "mooncake"):
+        return None
     if first is None or detect_format_or_none(first) != "mooncake":
         return None
     if builder is None:
@@ -105,7 +113,7 @@ def fast_trace(
 def columns_fit(cols: TraceColumns, block_tokens: int) -> TraceFit:
     """The other sizes every line of a trace file read column-wise fits (none contradicts
     `block_tokens`: the column-wise reader takes only such a file)."""
-    fitting = tuple(b for b in TRACE_BLOCK_SIZES if b != block_tokens
+    fitting = tuple(b for b in trace_block_sizes(TRACE_BLOCK_TOKENS) if b != block_tokens
                     and bool(np.all(blocks_fit(cols.input_length, cols.nblocks, b))))  # fmt: skip
     return TraceFit(block_tokens, fitting, 0)
 
@@ -127,6 +135,8 @@ def same_format(formats: dict[int, str], index: int, names: list[str], first: di
 
 
 def reader_for(builder: StreamBuilder, log: ErrorLog) -> Reader:
+    if builder.log_format == "bailian":
+        return BailianReader(log, builder.block_tokens)
     if builder.source_format == "mooncake":
         return MooncakeReader(log, builder.block_tokens)
     return ChatReader(log, builder.tools_position)

@@ -141,9 +141,10 @@ class _LogReading:
         """The file's lines to parse; None when it was read column-wise (a clean trace)."""
         gen = stack.enter_context(closing(_lines(log_file)))
         builder = self.builder
-        if not self.whole_log or self.options.format == "chat":
+        # only Mooncake's format has a column-wise path (fast_trace)
+        if not self.whole_log or self.options.format not in ("auto", "mooncake"):
             return gen
-        if builder is not None and builder.source_format != "mooncake":
+        if builder is not None and builder.log_format != "mooncake":
             return gen
         # the lines up to the first request tell whether this is a trace; the line path
         # goes on from them (one pass over a file of blank lines)
@@ -170,7 +171,7 @@ class _LogReading:
             if file_index not in self.formats:
                 same_format(self.formats, file_index, self.names, obj)
             if self.builder is None:
-                self.builder = StreamBuilder.for_request(obj, self.options, self.spill)
+                self.builder = self._new_builder(obj)
             builder = self.builder
             request = self._reader(builder).parse(obj, line_no)
             if isinstance(request, TraceRequest):
@@ -180,6 +181,15 @@ class _LogReading:
         except LineError as exc:
             multi = len(self.files) > 1
             self.log.skip(line_no, str(exc), self.names[file_index] if multi else None)
+
+    def _new_builder(self, first: dict) -> StreamBuilder:
+        builder = StreamBuilder.for_request(first, self.options, self.spill)
+        if builder.log_format == "bailian" and not self.whole_log:
+            # a turn's parent may be in an earlier part: its session would be lost
+            raise ValueError(f"{', '.join(self.names)}: a Bailian trace is read whole, not "
+                             "in byte-range parts (a turn's parent_chat_id may be in an "
+                             "earlier part)")  # fmt: skip
+        return builder
 
     def _reader(self, builder: StreamBuilder) -> Reader:
         if self.reader is None:

@@ -1,6 +1,8 @@
 """Log readers: a log's lines (plain or gzip, whole or a byte range) to one request record
-per usable line, chat-completion JSONL or pre-hashed traces (line-wise and column-wise)."""
+per usable line, chat-completion JSONL or pre-hashed traces (Mooncake's line-wise and
+column-wise, Bailian's line-wise)."""
 
+from analysis.readers.bailian import BailianReader
 from analysis.readers.chat import ChatReader
 from analysis.readers.columns import TraceColumns, read_trace
 from analysis.readers.decode import (
@@ -29,6 +31,7 @@ from analysis.readers.traces import (
     TRACE_BLOCK_TOKENS,
     MooncakeReader,
     TraceFit,
+    trace_block_sizes,
 )
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "TOOLS_ROLE",
     "TRACE_BLOCK_SIZES",
     "TRACE_BLOCK_TOKENS",
+    "BailianReader",
     "BlankLineLimit",
     "ByteRange",
     "ChatReader",
@@ -67,4 +71,5 @@ __all__ = [
     "precheck_line",
     "read_trace",
     "split_lines",
+    "trace_block_sizes",
 ]

@@ -23,7 +23,7 @@ import pyarrow.json as pj
 from analysis.readers.inflate import GZIP_MAGIC, InflateLimit, ReadLimits, open_gzip
 from analysis.readers.lines import BOM
 from analysis.readers.trace_rules import check_trace
-from analysis.timestamps import now_us
+from analysis.timestamps import MILLISECONDS, now_us
 
 _SCHEMA = pa.schema(
     [
@@ -189,7 +189,9 @@ def _refuse_batch(broken: bool | np.bool_ | np.ndarray) -> bool:
 
 class _TraceBatch:
     """A batch's columns as TraceFields: a missing value is refused; the Arrow schema fixed
-    the types. Keeps the arrays it fetched."""
+    the types. Keeps the arrays it fetched. Mooncake's format only (milliseconds)."""
+
+    clock = MILLISECONDS
 
     def __init__(self, table: pa.Table):
         self._table = table
@@ -205,12 +207,12 @@ class _TraceBatch:
             raise _Refused
         return column
 
-    def timestamp_ms(self) -> np.ndarray:
+    def timestamp(self) -> np.ndarray:
         self.ms = self._column("timestamp").to_numpy()
         return self.ms
 
     def t_us(self) -> np.ndarray:
-        return np.rint(self.ms * 1000).astype(np.int64)
+        return np.rint(self.ms * self.clock.us).astype(np.int64)
 
     def input_length(self) -> np.ndarray:
         self.inputs = self._column("input_length").to_numpy()

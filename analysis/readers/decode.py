@@ -83,9 +83,10 @@ def _decode_long(data: bytes | bytearray | memoryview) -> object:
 
 
 def detect_format(obj: dict) -> str:
-    """'mooncake' or 'chat' from the first valid line's shape."""
+    """'mooncake', 'bailian' or 'chat' from the first valid line's shape."""
     if "hash_ids" in obj:
-        return "mooncake"
+        # Bailian's traces are Mooncake's fields and a chat_id (and its parent_chat_id)
+        return "bailian" if "chat_id" in obj else "mooncake"
     if first(obj, *MESSAGE_PATHS, *RESPONSES_PATHS) is not None:
         return "chat"
     raise LineError(

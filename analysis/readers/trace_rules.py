@@ -1,6 +1,7 @@
-"""The rules a pre-hashed trace record (Mooncake's format) must keep, written once for both
-readers: the line reader words the first rule a line breaks, the column reader hands a
-batch in which any row breaks one to the line reader (see analysis.errors.Refuse)."""
+"""The rules a pre-hashed trace record (Mooncake's format, and Bailian's: the same fields,
+timestamps in seconds) must keep, written once for every reader: a line reader words the
+first rule a line breaks, the column reader hands a batch in which any row breaks one to
+the line reader (see analysis.errors.Refuse)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from analysis.errors import LineError, Refuse
 from analysis.readers.fields import check_count
-from analysis.timestamps import check_ms, check_plausible
+from analysis.timestamps import TraceClock, check_plausible, check_trace_time
 
 # The longest context any model offers (Llama 4 Scout: 10 M tokens): a longer prompt is
 # not a request an engine served. Bounds a trace line's input_length and hash_ids.
@@ -50,8 +51,10 @@ class TraceFields(Protocol):
     missing field or one of the wrong type is refused as it is fetched) or a batch's
     columns (the Arrow schema fixed the types; a missing value is refused)."""
 
-    def timestamp_ms(self) -> float | np.ndarray: ...
-    def t_us(self) -> Count: ...  # the milliseconds fetched, rounded to microseconds
+    clock: TraceClock  # the unit of its timestamps
+
+    def timestamp(self) -> float | np.ndarray: ...  # in the clock's unit
+    def t_us(self) -> Count: ...  # the timestamp fetched, rounded to microseconds
     def input_length(self) -> Count: ...
     # how many hash_ids, counted before they are converted (None: not a list)
     def listed_blocks(self) -> Count | None: ...
@@ -72,9 +75,9 @@ def check_trace(
     blocks_seen: BlocksSeen | None = None,
 ) -> None:
     """Refuse a record that breaks a rule, in the order a line's problems are worded."""
-    ms = record.timestamp_ms()
-    check_ms(ms, refuse)
-    check_plausible(record.t_us(), ms, now, True, refuse)
+    value = record.timestamp()
+    check_trace_time(value, record.clock, refuse)
+    check_plausible(record.t_us(), value, now, True, refuse)
     length = record.input_length()
     check_count(length, "input_length", refuse)
     if refuse(length > MAX_PROMPT_TOKENS):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from analysis import IngestOptions, UnusableInput, ingest
 from analysis.errors import ErrorLog, LineError
-from analysis.readers import ChatReader, MooncakeReader, ReadLimits
+from analysis.readers import BailianReader, ChatReader, MooncakeReader, ReadLimits
 
 KEY = b"test-secret-0123456789"
 FUZZ = settings(max_examples=int(os.environ.get("KVSCOPE_FUZZ_EXAMPLES", 150)), deadline=None,
@@ -27,6 +27,10 @@ CHAT = orjson.dumps({"id": "a", "timestamp": "2026-11-02T08:00:00Z", "model": "m
                      "usage": {"completion_tokens": 3}})  # fmt: skip
 TRACE = orjson.dumps({"timestamp": 5, "input_length": 700, "output_length": 2,
                       "hash_ids": [1, 2]})  # fmt: skip
+# a Bailian line ("a" as its chat_id, so the third line of a mutated log is another chat)
+BAILIAN = orjson.dumps({"chat_id": "a", "parent_chat_id": -1, "timestamp": 61.114,
+                        "input_length": 20, "output_length": 2, "type": "text", "turn": 1,
+                        "hash_ids": [1, 2]})  # fmt: skip
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
@@ -56,7 +60,7 @@ def test_random_bytes(tmp_path_factory, data, gz):
 
 @FUZZ
 @given(
-    base=st.sampled_from([CHAT, TRACE]),
+    base=st.sampled_from([CHAT, TRACE, BAILIAN]),
     edits=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 3), st.binary(max_size=3)),
                    min_size=1, max_size=6),
     gz=st.booleans(),
@@ -105,3 +109,21 @@ def test_random_json_in_trace_fields(field, value):
         MooncakeReader(ErrorLog(), 512).parse(obj, 1)
     except LineError as exc:
         assert str(exc)
+
+
+@FUZZ
+@given(field=st.sampled_from(["chat_id", "parent_chat_id", "timestamp", "input_length",
+                              "output_length", "hash_ids", "type", "turn"]),
+       value=json_values, parent=st.booleans())  # fmt: skip
+def test_random_json_in_bailian_fields(field, value, parent):
+    reader = BailianReader(ErrorLog(), 16)
+    if parent:  # an earlier line, for the chain to follow
+        reader.parse({**orjson.loads(BAILIAN), "chat_id": 1}, 1)
+    obj = orjson.loads(BAILIAN) | {"parent_chat_id": 1 if parent else -1}
+    obj[field] = value
+    try:
+        request = reader.parse(obj, 2)
+    except LineError as exc:
+        assert str(exc).startswith("Bailian trace line: ")
+    else:
+        assert request.session  # every request read has a session: its chain's root

@@ -116,6 +116,26 @@ def test_pre_hashed_trace_defaults_to_512_token_blocks(tmp_path):
     assert all("segments" not in w for w in report["windows"])
 
 
+def test_a_bailian_trace_has_16_token_blocks_and_seconds(tmp_path):
+    trace = tmp_path / "bailian.jsonl"
+    rows = [
+        {"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40,
+         "output_length": 5, "type": "text", "turn": 1, "hash_ids": [1, 2, 3]},
+        {"chat_id": 2, "parent_chat_id": 1, "timestamp": 2.0, "input_length": 50,
+         "output_length": 5, "type": "text", "turn": 2, "hash_ids": [1, 2, 4, 5]},
+    ]  # fmt: skip
+    trace.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "r.json"
+    _run(trace, "--json", out, "--format", "bailian")
+    report = json.loads(out.read_text())
+    assert report["block_tokens"] == 16
+    assert (report["log_format"], report["source_format"]) == ("bailian", "mooncake")
+    # the second request's blocks 1 and 2 come back: 16 + 16 of 40 + 50 tokens
+    assert report["infinite_hit_ratio"] == pytest.approx(32 / 90)
+    assert report["span_s"] == pytest.approx(1.5)  # seconds apart, not milliseconds
+    assert all("segments" not in w for w in report["windows"])
+
+
 def test_unusable_input_fails_with_a_one_line_reason(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
