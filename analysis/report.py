@@ -104,7 +104,7 @@ class Report:
     infinite_same_session_hit_ratio: float = 0.0
     infinite_cross_session_hit_ratio: float = 0.0
     source_format: str = ""  # the stream's kind: "chat", or "mooncake" for any trace
-    log_format: str = ""  # what was read: "chat", "csv", "mooncake", "bailian" ("": before)
+    log_format: str = ""  # what was read: "chat" (JSONL or CSV), "mooncake", "bailian"
     tokenizer: str = ""  # chat logs: the tokenizer that counted
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"

@@ -14,6 +14,7 @@ from analysis.ingest.parallel import (
     merge_part_results,
     merged_by_size,
     plan_parts,
+    splittable,
 )
 from analysis.ingest.run import ingest, ingest_streams, ingest_to_folders
 from analysis.progress import Progress, ProgressFn
@@ -39,4 +40,5 @@ __all__ = [
     "merge_streams",
     "merged_by_size",
     "plan_parts",
+    "splittable",
 ]

@@ -85,10 +85,15 @@ class StreamBuilder:
 
     @classmethod
     def for_request(
-        cls, first: dict, options: IngestOptions, spill: SpillColumns | None
+        cls,
+        first: dict,
+        options: IngestOptions,
+        spill: SpillColumns | None,
+        log_format: str | None = None,
     ) -> StreamBuilder:
-        """The builder for a log whose first request is `first`."""
-        fmt = options.format if options.format != "auto" else detect_format(first)
+        """The builder for a log whose first request is `first`; `log_format`: what its
+        file was read as, when the file said it and not `first` (a gateway CSV file)."""
+        fmt = log_format or (options.format if options.format != "auto" else detect_format(first))
         return cls(fmt, block_sizes(fmt, options), options, spill)
 
     @property

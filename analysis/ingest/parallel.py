@@ -16,7 +16,7 @@ from analysis.errors import TooManyBadLines, UnusableInput
 from analysis.ingest.merge import merge_parts
 from analysis.ingest.options import IngestOptions
 from analysis.ingest.run import ingest_streams, ingest_to_folders
-from analysis.readers import ByteRange, TraceFit, split_lines
+from analysis.readers import GZIP_MAGIC, ByteRange, TraceFit, sniff_format, split_lines
 from analysis.stream import BlockStream
 
 PART_NOTE = "part-note.json"  # in a part's folder: why the part had no usable line
@@ -29,6 +29,19 @@ class PartResult:
 
     streams: dict[int, BlockStream] = field(default_factory=dict)
     unusable: UnusableInput | None = None
+
+
+def splittable(path: str | Path, log_format: str = "auto") -> bool:
+    """Whether a log may be split into line-aligned byte ranges, read part by part: a plain
+    (not gzip) file whose requests are its lines. A gateway CSV row may span lines (a
+    quoted cell holding newlines) and a Bailian trace's sessions chain its lines: those
+    are read whole, as asked for or (auto) as their first line says."""
+    if log_format in ("csv", "bailian"):
+        return False
+    with open(path, "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            return False
+    return log_format != "auto" or sniff_format(path) is None
 
 
 def plan_parts(path: str | Path, parts: int) -> list[ByteRange]:

@@ -1,6 +1,7 @@
 """One pass over the files of a log: each file read column-wise when it is a clean trace,
-else line by line into a StreamBuilder; bad lines skipped and listed, progress reported,
-and the log refused when nothing in it is usable."""
+row by row when it is a gateway CSV log, else line by line into a StreamBuilder; bad
+lines skipped and listed, progress reported, and the log refused when nothing in it is
+usable."""
 
 from __future__ import annotations
 
@@ -31,7 +32,16 @@ from analysis.ingest.notes import (
 )
 from analysis.ingest.options import FORMATS, IngestOptions
 from analysis.progress import Progress, ProgressFn
-from analysis.readers import BlankLineLimit, ByteRange, LogFile, Reader, TraceFit, TraceRequest
+from analysis.readers import (
+    BlankLineLimit,
+    ByteRange,
+    LogFile,
+    Reader,
+    TraceFit,
+    TraceRequest,
+    gateway_rows,
+    sniff_format,
+)
 from analysis.spill import SpillColumns
 
 
@@ -119,13 +129,17 @@ class _LogReading:
         # closed on every way out: an error raised mid-file must not leave the file open
         with ExitStack() as open_lines:
             try:
-                lines = self._lines(file_index, log_file, open_lines)
-                if lines is None:  # read column-wise
-                    self.done_bytes += log_file.size
+                if self._is_gateway_csv(log_file):
+                    rows = open_lines.enter_context(closing(gateway_rows(log_file)))
+                    for line_no, row in rows:
+                        self._request(file_index, line_no, row, "csv")
+                elif (lines := self._lines(file_index, log_file, open_lines)) is None:
+                    self.done_bytes += log_file.size  # read column-wise
                     self._report(self.done_bytes)
                     return
-                for line_no, raw in lines:
-                    self._line(file_index, line_no, raw)
+                else:
+                    for line_no, raw in lines:
+                        self._line(file_index, line_no, raw)
             except BlankLineLimit as exc:
                 raise TooManyBadLines(str(exc), self.log.errors, self.log.skipped_lines) from None
         multi = len(self.files) > 1
@@ -136,6 +150,15 @@ class _LogReading:
         if log_file.blank_lines:
             where = f" in {log_file.name}" if multi else ""
             self.log.note(blank_lines_note(log_file.blank_lines, where))
+
+    def _is_gateway_csv(self, log_file: LogFile) -> bool:
+        """Read row by row as gateway CSV: asked for, or (auto) its first line is a CSV
+        header naming request_json. Each file on its own: a CSV file and a JSONL chat log
+        hold the same bodies, so one upload may have both."""
+        fmt = self.options.format
+        return fmt == "csv" or (
+            fmt == "auto" and sniff_format(log_file.path, self.options.limits) == "csv"
+        )
 
     def _lines(self, file_index: int, log_file: LogFile, stack: ExitStack) -> Iterator[Line] | None:
         """The file's lines to parse; None when it was read column-wise (a clean trace)."""
@@ -164,14 +187,26 @@ class _LogReading:
         return chain(first_lines, gen)
 
     def _line(self, file_index: int, line_no: int, raw: bytes | bytearray | LineError) -> None:
+        obj: dict | LineError | None
         try:
             obj = decode(raw, self.builder, self.options)
-            if obj is None:
-                return
+        except LineError as exc:
+            obj = exc
+        if obj is not None:
+            self._request(file_index, line_no, obj)
+
+    def _request(
+        self, file_index: int, line_no: int, obj: dict | LineError, log_format: str | None = None
+    ) -> None:
+        """One line's (or CSV row's) object into the builder, or its error into the log.
+        `log_format`: what the file was read as, when its lines do not say (CSV)."""
+        try:
+            if isinstance(obj, LineError):
+                raise obj
             if file_index not in self.formats:
                 same_format(self.formats, file_index, self.names, obj)
             if self.builder is None:
-                self.builder = self._new_builder(obj)
+                self.builder = self._new_builder(obj, log_format)
             builder = self.builder
             request = self._reader(builder).parse(obj, line_no)
             if isinstance(request, TraceRequest):
@@ -182,8 +217,8 @@ class _LogReading:
             multi = len(self.files) > 1
             self.log.skip(line_no, str(exc), self.names[file_index] if multi else None)
 
-    def _new_builder(self, first: dict) -> StreamBuilder:
-        builder = StreamBuilder.for_request(first, self.options, self.spill)
+    def _new_builder(self, first: dict, log_format: str | None) -> StreamBuilder:
+        builder = StreamBuilder.for_request(first, self.options, self.spill, log_format)
         if builder.log_format == "bailian" and not self.whole_log:
             # a turn's parent may be in an earlier part: its session would be lost
             raise ValueError(f"{', '.join(self.names)}: a Bailian trace is read whole, not "

@@ -254,7 +254,9 @@ def _report(
         tools=tools_summary(stream),
         cache_control_requests=cache_control_requests(stream),
         source_format=stream.source_format,
-        log_format=stream.log_format,
+        # chat bodies are "chat" whether they came as JSONL or gateway CSV (the stream
+        # keeps which): the same requests give the same report
+        log_format="chat" if stream.source_format == "chat" else stream.log_format,
         tokenizer=stream.tokenizer,
         tenants=sum(1 for t in stream.tenants if t),
         scope=params.scope,

@@ -8,6 +8,7 @@ import io
 import re
 import zlib
 from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +146,28 @@ class LogFile:
                 yield from self._split(raw, 1)
             self._raw = None
 
+    @contextmanager
+    def stream(self) -> Iterator[io.BufferedIOBase]:
+        """The whole file's bytes, decompressed when it is gzip (under the inflate limits),
+        for a reader that finds its own records in them (a gateway CSV row may span lines);
+        bytes_read follows it. Whole files only: such records cannot be cut by offset."""
+        if self.byte_range is not None:
+            raise ValueError(f"{self.name}: only whole files are read as a byte stream")
+        self.blank_lines = self.content_lines = 0
+        self.truncated = None
+        with open(self.path, "rb") as raw:
+            self._raw = raw
+            try:
+                if raw.read(2) == GZIP_MAGIC:
+                    raw.seek(0)
+                    with open_gzip(self.path, self.limits, raw, self.name) as guard:
+                        yield io.BufferedReader(guard, _CHUNK)
+                else:
+                    raw.seek(0)
+                    yield raw
+            finally:
+                self._raw = None
+
     def _gzip_lines(self, stream: io.BufferedIOBase) -> Iterator[Numbered]:
         """Lines of a gzip log (InflateGuard stops a zip bomb); a truncated or corrupt
         stream ends the file: the lines before it are kept, and it is said."""
@@ -170,7 +193,8 @@ class LogFile:
         raw = self._raw
         return raw.tell() if raw is not None and not raw.closed else self.size
 
-    def _blank(self, count: int, number: int) -> None:
+    def count_blank(self, count: int, number: int) -> None:
+        """`count` more blank lines, the last line `number`; BlankLineLimit past the budget."""
         self.blank_lines += count
         budget = self.limits.max_blank_lines
         if budget is not None and self.blank_lines > budget + self.content_lines:
@@ -217,7 +241,7 @@ class LogFile:
             yield cursor.number, self._too_long(cursor.over)
         elif cursor.carry is not None and (stop is None or offset < stop):
             if _blank_line(cursor.carry):
-                self._blank(1, cursor.number)
+                self.count_blank(1, cursor.number)
             else:
                 self.content_lines += 1
                 yield cursor.number, cursor.carry
@@ -246,7 +270,7 @@ class LogFile:
                 return -1
             line, cursor.carry = cursor.carry, None
             if _blank_line(line):
-                self._blank(1, cursor.number)
+                self.count_blank(1, cursor.number)
             else:
                 self.content_lines += 1
                 yield cursor.number, line
@@ -269,12 +293,12 @@ class LogFile:
             if stop is not None and offset + end >= stop:
                 blank = data.count(b"\n", pos, max(stop - offset, pos))
                 if blank:
-                    self._blank(blank, cursor.number + blank - 1)
+                    self.count_blank(blank, cursor.number + blank - 1)
                 return True
             blank = data.count(b"\n", pos, end)
             if blank:
                 cursor.number += blank
-                self._blank(blank, cursor.number - 1)  # (names the last blank line)
+                self.count_blank(blank, cursor.number - 1)  # (names the last blank line)
             pos = end
             if pos == size:
                 break

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from analysis import ingest_to_folders
-from analysis.readers import GZIP_MAGIC
+from analysis.ingest import splittable
 from console.heartbeat import heartbeat
 from console.jobs import claim, dispatch, progress_writer, requeue
 from console.models import Analysis, JobStatus, Upload
@@ -42,11 +42,12 @@ def upload_create(
     queue: str | None = None,
 ) -> Upload:
     """Store the raw files under generated names and queue the ingest (after commit).
-    `parts` > 1 splits one plain log over that many tasks (default: by settings); `queue`
-    sends it to the workers of that Celery queue (default: the default queue)."""
+    `parts` > 1 splits one plain log over that many tasks (default: by settings; never a log
+    that cannot be split, see _parts_for); `queue` sends it to the workers of that Celery
+    queue (default: the default queue)."""
     stored = store_raw_files(sources)
     upload = Upload.objects.create(
-        ingest_parts=parts or _parts_for([path for path, _ in stored]),
+        ingest_parts=_parts_for([path for path, _ in stored], format, parts),
         name=name,
         created_by=user,
         format=format,
@@ -62,13 +63,16 @@ def upload_create(
     return upload
 
 
-def _parts_for(paths: list[Path]) -> int:
-    """Split one big plain log over the workers; gzip and multi-file uploads stay whole."""
-    if len(paths) != 1 or settings.KVSCOPE_INGEST_PARTS < 2:
+def _parts_for(paths: list[Path], log_format: str, asked: int | None) -> int:
+    """Split one big plain log over the workers (`asked` parts, default by settings);
+    multi-file uploads and logs that cannot be cut at line boundaries (gzip, gateway CSV,
+    Bailian traces: analysis.ingest.splittable) stay whole, even when parts are asked."""
+    if len(paths) != 1 or not splittable(paths[0], log_format):
         return 1
-    with open(paths[0], "rb") as fh:
-        if fh.read(2) == GZIP_MAGIC:
-            return 1
+    if asked:
+        return asked
+    if settings.KVSCOPE_INGEST_PARTS < 2:
+        return 1
     big = paths[0].stat().st_size >= settings.KVSCOPE_PARALLEL_MIN_BYTES
     return settings.KVSCOPE_INGEST_PARTS if big else 1
 

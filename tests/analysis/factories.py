@@ -1,7 +1,12 @@
-"""Builders for the engine's and the console's tests (no Django): log rows and benchmark
-result files."""
+"""Builders for the engine's and the console's tests (no Django): log rows, gateway CSV
+logs and benchmark result files."""
 
 from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
 
 from analysis.benchmarks.files import LATENCIES, STATS
 
@@ -58,3 +63,17 @@ def chat_row(timestamp: float, *messages: tuple[str, str]) -> dict:
         "timestamp": timestamp,
         "messages": [{"role": role, "content": content} for role, content in messages],
     }
+
+
+def as_gateway_csv(jsonl: Path, out: Path) -> Path:
+    """The requests of a JSONL chat log as a gateway CSV log: each line's timestamp in a
+    ts column, the rest of the line in request_json (indented, so every cell spans lines).
+    """
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["ts", "request_json"])
+    for line in jsonl.read_text().splitlines():
+        obj = json.loads(line)
+        writer.writerow([str(obj.pop("timestamp")), json.dumps(obj, indent=2)])
+    out.write_text(text.getvalue(), newline="")
+    return out

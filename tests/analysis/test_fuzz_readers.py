@@ -1,9 +1,12 @@
-"""Fuzzing the readers: random bytes, mutated valid lines and random JSON in every field
-never raise anything but UnusableInput from an ingest (LineError from a reader)."""
+"""Fuzzing the readers: random bytes, mutated valid lines (and gateway CSV rows) and random
+JSON in every field never raise anything but UnusableInput from an ingest (LineError from
+a reader); junk CSV rows never cost a valid one."""
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import os
 
 import orjson
@@ -127,3 +130,79 @@ def test_random_json_in_bailian_fields(field, value, parent):
         assert str(exc).startswith("Bailian trace line: ")
     else:
         assert request.session  # every request read has a session: its chain's root
+
+
+# --- gateway CSV ----------------------------------------------------------------------------
+
+CSV_HEADER = ["ts", "model_name", "tenant", "request_json"]
+# its body indented: the row spans lines, its text holds a comma and quotes
+CSV_ROW = ["1762070400", "m", "t", orjson.dumps({"messages": [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Line one,\nline \"two\"."}]},
+    option=orjson.OPT_INDENT_2).decode()]  # fmt: skip
+# any text but a byte-order mark, which a row's start drops (so a cell of one is blank)
+cell_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\ufeff"), max_size=30)
+cells = st.lists(cell_text | json_values.map(lambda v: orjson.dumps(v).decode()), max_size=6)
+
+
+def _csv_bytes(rows: list[list[str]]) -> tuple[bytes, list[int]]:
+    """The rows written by the csv module after the header, and each row's first line."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_HEADER)
+    starts = []
+    for row in rows:
+        starts.append(out.getvalue().count("\n") + 1)
+        writer.writerow(row)
+    return out.getvalue().encode(), starts
+
+
+@FUZZ
+@given(data=st.binary(max_size=3000), gz=st.booleans())
+def test_random_bytes_after_a_gateway_csv_header(tmp_path_factory, data, gz):
+    data = b"ts,request_json\n" + data
+    path = tmp_path_factory.mktemp("fuzz") / "log.csv"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    _ingest_survives(path)
+
+
+@FUZZ
+@given(
+    junk=st.lists(cells, max_size=5),
+    where=st.lists(st.integers(0, 3), max_size=5),
+    gz=st.booleans(),
+)
+def test_well_quoted_junk_rows_never_lose_a_valid_row(tmp_path_factory, junk, where, gz):
+    """Junk rows (any cells, quoted as the csv module quotes them) among valid ones: every
+    valid row is a request, and every row with content a request or a named error, at its
+    first line (a row is never merged with its neighbour, nor lost)."""
+    rows = [CSV_ROW] * 4
+    for cells_, at in zip(junk, where + [0] * len(junk), strict=False):
+        rows.insert(at, cells_)
+    data, starts = _csv_bytes(rows)
+    path = tmp_path_factory.mktemp("fuzz") / "log.csv"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    stream = ingest([path], OPTIONS)
+    valid = {line for row, line in zip(rows, starts, strict=True) if row is CSV_ROW}
+    with_content = {line for row, line in zip(rows, starts, strict=True)
+                    if any(cell.strip() for cell in row)}  # fmt: skip
+    lines = set(stream.req_line.tolist())
+    assert valid <= lines
+    assert lines | {e["line"] for e in stream.errors} == with_content
+    assert stream.requests + stream.skipped_lines == len(with_content)
+
+
+@FUZZ
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 3), st.binary(max_size=3)),
+                   min_size=1, max_size=6),
+    gz=st.booleans(),
+)  # fmt: skip
+def test_mutated_gateway_csv(tmp_path_factory, edits, gz):
+    data = bytearray(_csv_bytes([CSV_ROW] * 3)[0])
+    for at, remove, insert in edits:
+        at %= len(data) + 1
+        data[at : at + remove] = insert
+    path = tmp_path_factory.mktemp("fuzz") / "log.csv"
+    path.write_bytes(gzip.compress(bytes(data)) if gz else bytes(data))
+    _ingest_survives(path)

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
+from tests.analysis.factories import as_gateway_csv
 
 CONTRACT_KEYS = {
     "requests",
@@ -189,3 +190,17 @@ def test_budgets_and_tools_position_from_the_command_line(chat_log, tmp_path):
     assert report["tools"]["position"] == "before_last_user"
     with pytest.raises(CommandError, match="budgets must be positive"):
         _run(chat_log, "--json", tmp_path / "bad.json", "--budget-gib", "-1")
+
+
+def test_a_gateway_csv_log_gives_the_report_of_the_same_requests_as_jsonl(chat_log, tmp_path):
+    """The chat log's requests as a gateway CSV log (metrics.md section 7: read like
+    JSONL): the same report, asked for with --format csv or detected."""
+    log = as_gateway_csv(chat_log, tmp_path / "gateway.csv")
+    reports = {}
+    for name, args in (("jsonl", [chat_log]), ("csv", [log, "--format", "csv"]), ("auto", [log])):
+        out = tmp_path / f"{name}.json"
+        _run(*args, "--json", out)
+        reports[name] = json.loads(out.read_text())
+    assert reports["jsonl"]["requests"] == 120 and reports["jsonl"]["errors"] == []
+    assert reports["csv"] == reports["jsonl"]
+    assert reports["auto"] == reports["jsonl"]

@@ -15,6 +15,7 @@ from django.utils import timezone
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.services import upload_create
+from tests.analysis.factories import as_gateway_csv
 from tests.console.waiting import BROKER_MODE, finished, wait_for
 
 
@@ -114,6 +115,22 @@ def test_a_split_ingest_over_a_chord_gives_the_single_pass_report(chat_log):
     assert stored == direct
     # the parts' own streams are cleaned up once merged
     assert not list(Path(done.streams["256"]).parent.glob("parts*"))
+
+
+def test_a_gateway_csv_upload_is_read_whole_not_split(chat_log, tmp_path, settings):
+    """A CSV row may span lines (a quoted cell holding newlines): never cut into byte
+    ranges, even when parts are asked for; the JSONL log of the same requests is split."""
+    settings.KVSCOPE_INGEST_PARTS = 3
+    settings.KVSCOPE_PARALLEL_MIN_BYTES = 1
+    log = as_gateway_csv(chat_log, tmp_path / "gateway.csv")
+    assert upload_create(name="jsonl", sources=[chat_log]).ingest_parts == 3
+    for upload in (upload_create(name="csv", sources=[log]),
+                   upload_create(name="csv, 3 parts asked", sources=[log], parts=3)):  # fmt: skip
+        assert upload.ingest_parts == 1
+        done = wait_for(finished(Upload, upload.pk))
+        assert done.status == JobStatus.DONE, done.message
+        assert done.requests == 120 and done.skipped_lines == 0
+        assert done.progress_done == done.progress_total > 0  # bytes read, all of them
 
 
 def _mixed_log(path: Path, bad: int) -> Path:
