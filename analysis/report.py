@@ -92,6 +92,7 @@ class Report:
     warmup_requests: int = 0  # the leading requests left out of every hit ratio
     # beyond the contract
     source_format: str = ""
+    tokenizer: str = ""  # chat logs: the tiktoken encoding or tokenizer.json that counted
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"
     model: dict = field(default_factory=dict)

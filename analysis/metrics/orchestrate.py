@@ -235,6 +235,7 @@ def _report(
         skipped_lines=stream.skipped_lines,
         warmup_requests=run.warmup_requests,
         source_format=stream.source_format,
+        tokenizer=stream.tokenizer,
         tenants=sum(1 for t in stream.tenants if t),
         scope=params.scope,
         model=params.profile.to_dict(),
