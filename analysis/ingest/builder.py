@@ -10,6 +10,7 @@ import numpy as np
 
 from analysis.errors import ErrorLog, LineError
 from analysis.hashing import KeyedHasher
+from analysis.hf_tokenizer import load_tokenizer_file
 from analysis.ingest.chain import PrefixChain
 from analysis.ingest.notes import out_of_order_note
 from analysis.ingest.options import STREAM_KIND, IngestOptions, block_sizes
@@ -66,9 +67,11 @@ class StreamBuilder:
         self.block_tokens = block_sizes[0]
         self._hasher = KeyedHasher(options.hash_key)
         self._tokenizer: SegmentTokenizer | None = None
+        # the tokenizer.json used instead of tiktoken, by name ("": tiktoken), for the notes
+        self.tokenizer_file = ""
         if source_format == "chat":
-            encoding = load_encoding(options.encoding, options.tiktoken_dir)
-            self._tokenizer = SegmentTokenizer(encoding)
+            self._tokenizer = _segment_tokenizer(options)
+            self.tokenizer_file = self._tokenizer.name if options.tokenizer_file else ""
         self.request_table = RequestTable()
         partial_cached = options.trace_partial_cached
         self._blocks = {b: BlockColumns(b, partial_cached) for b in block_sizes}
@@ -284,6 +287,14 @@ class StreamBuilder:
             tools_position=self.tools_position,
             tokenizer=self._tokenizer.name if self._tokenizer is not None else "",
         )
+
+
+def _segment_tokenizer(options: IngestOptions) -> SegmentTokenizer:
+    """The model's own tokenizer.json when one is given, else the tiktoken encoding."""
+    if options.tokenizer_file:
+        encoder = load_tokenizer_file(options.tokenizer_file)
+        return SegmentTokenizer(encoder, encoder.cut_is_exact)
+    return SegmentTokenizer(load_encoding(options.encoding, options.tiktoken_dir))
 
 
 def _at_size(header: StreamHeader, block_tokens: int) -> StreamHeader:

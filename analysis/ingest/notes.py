@@ -31,10 +31,17 @@ def out_of_order_note(moved: int) -> str:
     return f"{moved} requests were {OUT_OF_ORDER}; they were sorted by timestamp"
 
 
-def inexact_texts_note(count: int) -> str:
-    return (f"{count:,} texts hold a run of more than {PIECE_CHARS:,} "
-            "characters without a space; they were tokenized in pieces, so their token "
-            "counts may differ from tiktoken's by a token or two per piece")  # fmt: skip
+def inexact_texts_note(count: int, tokenizer_file: str = "") -> str:
+    """Texts cut where the tokenizer might not split: for tiktoken only inside a run
+    without a space; a tokenizer.json (named) may also refuse the spaces."""
+    if not tokenizer_file:
+        return (f"{count:,} texts hold a run of more than {PIECE_CHARS:,} "
+                "characters without a space; they were tokenized in pieces, so their token "
+                "counts may differ from tiktoken's by a token or two per piece")  # fmt: skip
+    return (f"{count:,} texts longer than {2 * PIECE_CHARS:,} characters were tokenized in "
+            f"pieces cut where {tokenizer_file} does not split them on its own, so their "
+            "token counts may differ from tokenizing them whole by a token or two per "
+            "piece")  # fmt: skip
 
 
 def span_note(t: np.ndarray, lines: np.ndarray, files: np.ndarray, names: list[str]) -> str:

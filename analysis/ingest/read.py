@@ -108,7 +108,7 @@ class _LogReading:
             self._file(file_index, log_file)
         builder = self._usable()
         if builder.inexact_texts:
-            self.log.note(inexact_texts_note(builder.inexact_texts))
+            self.log.note(inexact_texts_note(builder.inexact_texts, builder.tokenizer_file))
         self._report(self.total_bytes)
         return builder, self.names, self.log
 

@@ -122,7 +122,14 @@ def add_analysis_arguments(parser: CommandParser) -> None:
 
 def add_reading_arguments(parser: CommandParser) -> None:
     """How lines are read: the tokenizer, a trace's last block, segment previews."""
-    parser.add_argument("--encoding", default=IngestOptions.encoding)
+    tokenizer = parser.add_mutually_exclusive_group()
+    tokenizer.add_argument("--encoding", default=IngestOptions.encoding, help="tiktoken encoding")
+    tokenizer.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="tokenizer.json",
+        help="the model's own Hugging Face tokenizer.json instead of a tiktoken encoding",
+    )
     parser.add_argument(
         "--tiktoken-dir",
         default=None,
@@ -199,6 +206,7 @@ class Command(BaseCommand):
                     encoding=opts["encoding"],
                     previews=opts["previews"],
                     tiktoken_dir=opts["tiktoken_dir"],
+                    tokenizer_file=opts["tokenizer"],
                     trace_partial_cached=opts["trace_tails"] == "cached",
                     tools_position=opts["tools_position"],
                 ),

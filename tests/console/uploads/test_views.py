@@ -103,6 +103,7 @@ def test_analysis_page_shows_the_stored_numbers_and_charts(client, done_upload):
     ram_gib = f"{report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
     assert ram_gib in page
     assert f"{report['infinite_hit_ratio'] * 100:.1f} %" in page
+    assert "tokens counted by cl100k_base" in page  # the default tokenizer, named
     for name in ("mrc", "working_set", "reuse", "segments", "routes"):
         assert f'id="chart-{name}"' in page and f'id="fig-{name}"' in page
     assert f"/static/{STATIC_PATH}" in page
