@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import subprocess
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +42,8 @@ from analysis.mrc import hit_tokens_by_capacity, stack_distances
 from analysis.reuse import dense_ids, prev_next
 from tests.golden.cases import shared_trace
 
+from .peers import peer_python
+
 PACKAGE = "kvcache-simulator==0.1.3"
 MODEL = "llama-3.1-8b"  # the same model in its catalogue and in kvscope's profiles
 WARMUP = 0.5
@@ -55,40 +54,9 @@ SMALL_BUDGETS_GIB = (1, 2, 4)
 GIB = 1 << 30
 
 
-def _peer_venv() -> Path:
-    """kvcache-simulator's own virtualenv: made and installed once, then reused. Built
-    beside its final place and renamed there, so a failed or concurrent build never
-    leaves a half-made one to be reused."""
-    root = Path(os.environ.get("KVSCOPE_PEER_VENVS") or Path.home() / ".cache" / "kvscope-peers")
-    venv = root / "kvsim-0.1.3"
-    if (venv / "installed").is_file():
-        return venv
-    root.mkdir(parents=True, exist_ok=True)
-    building = root / f"kvsim-0.1.3.building-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    python = building / "bin" / "python"
-    for command in (
-        [sys.executable, "-m", "venv", str(building)],
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PACKAGE],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            shutil.rmtree(building, ignore_errors=True)
-            reason = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            pytest.skip(f"cannot install {PACKAGE}: `{' '.join(command)}` failed: "
-                        + " / ".join(reason))  # fmt: skip
-    (building / "installed").write_text(PACKAGE + "\n")
-    try:
-        building.rename(venv)
-    except OSError:  # another run finished first: use its copy
-        shutil.rmtree(building, ignore_errors=True)
-    return venv
-
-
 def _run_simulator(trace: Path, budgets_gib: list[float], out: Path) -> dict:
-    """kvcache-simulator's LRU sweep (run as a module: a renamed venv's scripts would
-    point at the folder it was built in)."""
-    python = _peer_venv() / "bin" / "python"
+    """kvcache-simulator's LRU sweep, in its own virtualenv (tests/analysis/peers.py)."""
+    python = peer_python("kvsim-0.1.3", PACKAGE)
     budgets = ",".join(repr(b) for b in budgets_gib)
     command = [str(python), "-m", "kvcache_sim", "run", "--trace", str(trace),
                "--model", MODEL, "--block-size", "512", "--budgets-gib", budgets,
