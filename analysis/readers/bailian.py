@@ -5,11 +5,10 @@ and `type` (text, search, image, file) its route (metrics.md section 7)."""
 
 from __future__ import annotations
 
-from analysis.errors import ErrorLog, LineError, refuse_line
-from analysis.readers.fields import as_str, tenant_and_user
+from analysis.errors import ErrorLog, LineError
+from analysis.readers.fields import as_str
 from analysis.readers.records import TraceRequest
-from analysis.readers.trace_rules import check_trace
-from analysis.readers.traces import BAILIAN_BLOCK_TOKENS, TraceLine, TraceReader
+from analysis.readers.traces import BAILIAN_BLOCK_TOKENS, TraceReader
 from analysis.timestamps import SECONDS
 
 SHAPE = "Bailian trace line"  # how its errors name the shape they assumed
@@ -51,20 +50,7 @@ class BailianReader(TraceReader):
         # The chain is linked before the line's other fields are checked: a turn whose
         # parent line was refused (say, for its hash_ids) is still of that conversation.
         root = self._roots[chat] = self._root(parent_key, chat, line)
-        fields = TraceLine(obj, SECONDS)
-        check_trace(fields, self._block_tokens, self._now, refuse_line, self._blocks_seen)
-        tenant, user = tenant_and_user(obj)
-        return TraceRequest(
-            line=line,
-            t_us=fields.us,
-            tenant=tenant,
-            user=user,
-            model=as_str(obj.get("type")),
-            input_length=fields.length,
-            output_tokens=fields.output_tokens,
-            hash_ids=fields.hash_ids,
-            session=root,
-        )
+        return self._checked_request(obj, line, SECONDS, as_str(obj.get("type")), root)
 
     def _root(self, parent: str | None, chat: str, line: int) -> str:
         """The root chat_id of a request's chain: its parent's root, or its own.

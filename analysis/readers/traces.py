@@ -117,12 +117,11 @@ class TraceReader:
         if contradicts:
             self._contradictions += 1
 
-
-class MooncakeReader(TraceReader):
-    name = "mooncake"
-
-    def parse(self, obj: dict, line: int) -> TraceRequest:
-        fields = TraceLine(obj, MILLISECONDS)
+    def _checked_request(
+        self, obj: dict, line: int, clock: TraceClock, route: str, session: str = ""
+    ) -> TraceRequest:
+        """The line as a request once the trace rules passed (its times read by `clock`)."""
+        fields = TraceLine(obj, clock)
         check_trace(fields, self._block_tokens, self._now, refuse_line, self._blocks_seen)
         tenant, user = tenant_and_user(obj)
         return TraceRequest(
@@ -130,11 +129,19 @@ class MooncakeReader(TraceReader):
             t_us=fields.us,
             tenant=tenant,
             user=user,
-            model=as_str(obj.get("model")),
+            model=route,
             input_length=fields.length,
             output_tokens=fields.output_tokens,
             hash_ids=fields.hash_ids,
+            session=session,
         )
+
+
+class MooncakeReader(TraceReader):
+    name = "mooncake"
+
+    def parse(self, obj: dict, line: int) -> TraceRequest:
+        return self._checked_request(obj, line, MILLISECONDS, as_str(obj.get("model")))
 
 
 class TraceLine:
