@@ -13,21 +13,22 @@ from analysis.params import AnalysisParams
 GIB = 1 << 30
 
 
-def budget_slots(ram_bytes: int, block_tokens: int, replica_bytes_per_token: int,
+def budget_slots(ram_bytes: int, block_tokens: int, rank_bytes_per_token: int, tp: int,
                  headroom: float) -> int:  # fmt: skip
-    """The blocks `ram_bytes` per replica holds: RAM / (1 + headroom) over a block's bytes
-    across the replica's ranks (exact: the recommendation's own rule, inverted)."""
+    """The blocks `ram_bytes` per replica holds: each of its tp ranks gets an equal share
+    of it, which holds share / (1 + headroom) over a block's bytes on one rank (exact:
+    the recommendation's own rule, per rank * tp, inverted)."""
     if ram_bytes <= 0:
         return 0
-    block_bytes = block_tokens * replica_bytes_per_token * (1 + Fraction(str(headroom)))
-    return math.floor(Fraction(ram_bytes) / block_bytes)
+    block_bytes = block_tokens * rank_bytes_per_token * (1 + Fraction(str(headroom)))
+    return math.floor(Fraction(ram_bytes // tp) / block_bytes)
 
 
 def at_budgets(
     curve: HitCurve,
     total_tokens: int,
     block_tokens: int,
-    replica_bytes_per_token: int,
+    rank_bytes_per_token: int,
     kv_bytes_per_token: int,
     params: AnalysisParams,
 ) -> list[dict]:
@@ -38,7 +39,7 @@ def at_budgets(
         budgets.append((params.host.available(), "host"))
     entries = []
     for ram, source in budgets:
-        slots = budget_slots(ram, block_tokens, replica_bytes_per_token, params.headroom)
+        slots = budget_slots(ram, block_tokens, rank_bytes_per_token, params.tp, params.headroom)
         at = min(slots, curve.total.size - 1)
         hits, same = int(curve.total[at]), int(curve.same_session[at])
         entries.append({

@@ -84,9 +84,8 @@ def sampled_curve(
     counted: np.ndarray | None,
     same_session: np.ndarray,
 ) -> HitCurve:
-    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream.
-    The same-session part is the sample's own share of the hits at each capacity (the
-    count adjustment of the whole curve has no per-session split)."""
+    """The curve from the SHARDS sample of scoped keys: distances on the sampled stream,
+    split by session (_sampled_same_session)."""
     ids, _ = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
     keep = sampled(ids, rate)
     sub_ids, sub_distinct = dense_ids(ids[keep])
@@ -97,12 +96,34 @@ def sampled_curve(
     tokens = stream.ref_tokens[keep]
     total = shards_hit_tokens(dist, tokens, rate, _ref_tokens(stream), eligible)
     same = same_session[keep] if eligible is None else same_session[keep] & eligible
-    # the sample's hits by full-stream distance, all and same-session: their ratio splits
+    # the count adjustment shards_hit_tokens adds from the smallest hit distance on
+    adjustment = (rate * _ref_tokens(stream) - float(tokens.sum())) / rate
+    return HitCurve(total, _sampled_same_session(dist, tokens, eligible, same, rate,
+                                                 adjustment, total))  # fmt: skip
+
+
+def _sampled_same_session(
+    dist: np.ndarray,
+    tokens: np.ndarray,
+    eligible: np.ndarray | None,
+    same: np.ndarray,
+    rate: float,
+    adjustment: float,
+    total: np.ndarray,
+) -> np.ndarray:
+    """Same-session hit tokens by capacity from the sample: its same-session hits scaled
+    by 1 / rate, plus the share of the count adjustment the ceiling's split gives them (a
+    constant from the smallest hit distance on, as the whole curve's adjustment is), so
+    both parts grow with capacity. Clipped to the whole curve."""
     scaled = np.where(dist > 0, np.ceil(dist / rate), 0).astype(np.int64)
     raw_all = _as_long(hit_tokens_by_capacity(scaled, tokens, eligible), total.size)
     raw_same = _as_long(hit_tokens_by_capacity(scaled, tokens, same), total.size)
-    share = np.divide(raw_same, raw_all, out=np.zeros(total.size), where=raw_all > 0)
-    return HitCurve(total, np.rint(total * share).astype(np.int64))
+    if not raw_all[-1]:
+        return np.zeros(total.size, dtype=np.int64)
+    first = int(np.argmax(raw_all > 0))  # the smallest hit distance
+    shifted = raw_same / rate
+    shifted[first:] += adjustment * (raw_same[-1] / raw_all[-1])
+    return np.clip(np.rint(shifted), 0, total).astype(np.int64)
 
 
 def _ref_tokens(stream: BlockStream) -> int:

@@ -107,7 +107,7 @@ def analyze(
 
     report = _report(run, windows, mrc, rate, recommendation)
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
-                                  recommendation.replica_kv_bytes_per_token, run.kv_per_token,
+                                  recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
                                   params)  # fmt: skip
     if params.serving is not None:
         # the active sequences' KV on the GPUs is held the same way as host blocks: per rank

@@ -46,16 +46,12 @@ class ChatReader:
             self._errors.note(NO_ZONE_NOTE)
         body = _body(obj)
         model = as_str(first(obj, ("model",), ("request", "model"), ("body", "model")))
-        found = Findings(cache_control="cache_control" in body)
-        messages = self._messages(body, found)
-        tools = first(body, ("tools",), ("functions",))
-        if tools is not None:
-            if not isinstance(tools, list):
-                raise LineError(f"{_shape(body)} body: tools is not a list")
-            if tools:
-                found.cache_control |= any(isinstance(t, dict) and "cache_control" in t
-                                           for t in tools)  # fmt: skip
-                place_tools(messages, tools, model, self._tools_position)
+        found = Findings(cache_control="cache_control" in body or "cache_control" in obj)
+        try:
+            messages = self._messages(body, found)
+            self._place_tools(obj, body, messages, model, found)
+        except RecursionError:  # (valid JSON can nest deeper than a reader recurses)
+            raise LineError(f"{_shape(body)} body: nested too deeply") from None
         output_tokens = token_count(first(obj, *OUTPUT_PATHS), "output token count")
         self._claim_id(first(obj, ("id",), ("request_id",), ("custom_id",)))
         self._note_unknown_parts(found.unknown_parts, line)
@@ -72,6 +68,22 @@ class ChatReader:
             cache_control=found.cache_control,
         )
 
+    def _place_tools(
+        self, obj: dict, body: dict, messages: list[Message], model: str, found: Findings
+    ) -> None:
+        """The tool definitions (the body's, else the line's) as the tools segment."""
+        tools = first(body, ("tools",), ("functions",))
+        if tools is None and body is not obj:
+            tools = first(obj, ("tools",), ("functions",))
+        if tools is None:
+            return
+        if not isinstance(tools, list):
+            raise LineError(f"{_shape(body)} body: tools is not a list")
+        if tools:
+            found.cache_control |= any(isinstance(t, dict) and "cache_control" in t
+                                       for t in tools)  # fmt: skip
+            place_tools(messages, tools, model, self._tools_position)
+
     def _messages(self, body: dict, found: Findings) -> list[Message]:
         shape = _shape(body)
         if shape == RESPONSES_SHAPE:
@@ -82,8 +94,9 @@ class ChatReader:
                             "body.messages, and for a Responses body input)")  # fmt: skip
         messages = read_messages(raw, shape, found)
         system = body.get("system")
-        if system is not None:  # Anthropic's top-level system prompt
-            messages.insert(0, system_message(system, shape, found))
+        first_message = system_message(system, shape, found) if system is not None else None
+        if first_message is not None:  # Anthropic's top-level system prompt
+            messages.insert(0, first_message)
         return messages
 
     def _claim_id(self, request_id: object) -> None:
@@ -103,12 +116,13 @@ class ChatReader:
 
 
 def _body(obj: dict) -> dict:
-    """The request body of a line: where its messages (or Responses input) are."""
-    for path in BODY_PATHS:
-        node = first(obj, path) if path else obj
-        if isinstance(node, dict) and ("messages" in node or "input" in node
-                                       or "instructions" in node):  # fmt: skip
-            return node
+    """The request body of a line: where its messages are, else its Responses input."""
+    nodes = [node for node in (first(obj, path) if path else obj for path in BODY_PATHS)
+             if isinstance(node, dict)]  # fmt: skip
+    for keys in (("messages",), ("input", "instructions")):
+        for node in nodes:
+            if any(key in node for key in keys):
+                return node
     return obj
 
 
@@ -122,9 +136,13 @@ def _shape(body: dict) -> str:
 
 
 def _session(obj: dict, body: dict) -> str:
-    """The line's session id (metrics.md section 7), on the line or in its body."""
-    for node in (obj, body) if body is not obj else (obj,):
-        value = first(node, *SESSION_PATHS)
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            return str(value)
+    """The line's session id (metrics.md section 7): the first of SESSION_PATHS, in their
+    order, on the line or in its body, that holds one (an empty string or an object is
+    none: gateways write empty keys)."""
+    nodes = (obj, body) if body is not obj else (obj,)
+    for path in SESSION_PATHS:
+        for node in nodes:
+            value = first(node, path)
+            if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+                return str(value)
     return ""

@@ -66,13 +66,22 @@ def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not a JSON value")  # as orjson: NaN and Infinity are not JSON
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refused past float range (1e400), as orjson refuses it."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
 def _decode_long(data: bytes | bytearray | memoryview) -> object:
     """A long line through the standard library's parser: orjson peaks at ~13 bytes per
     byte of a long string (208 MB for a 16 MB one), json at 2. Same strictness where it
     matters: NaN and Infinity are refused; too-big integers are refused by the fields."""
     try:
         # decoded as UTF-8 here: json.loads(bytes) would guess UTF-16 or -32 from nulls
-        return json.loads(str(data, "utf-8"), parse_constant=_no_constants)
+        return json.loads(str(data, "utf-8"), parse_constant=_no_constants,
+                          parse_float=_finite_float)  # fmt: skip
     except UnicodeDecodeError:
         raise LineError("not valid JSON (str is not valid UTF-8)") from None
     except ValueError as exc:  # JSONDecodeError, and _no_constants

@@ -42,7 +42,10 @@ def column_name(cell: str) -> str:
 
 
 def is_gateway_header(line: bytes) -> bool:
-    """Whether a file's first line is a CSV header with a request_json column."""
+    """Whether a file's first line is a CSV header with a request_json column (a JSON
+    line that mentions one, say in a prompt, is not)."""
+    if line.lstrip().startswith((b"{", b"[")):
+        return False
     text = line.decode("utf-8", "replace").rstrip("\r\n")
     try:
         cells = next(csv.reader([text]), [])

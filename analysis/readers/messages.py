@@ -42,13 +42,16 @@ def read_messages(raw: list, shape: str, found: Findings) -> list[Message]:
     return [_message(item, index, shape, found) for index, item in enumerate(raw)]
 
 
-def system_message(system: object, shape: str, found: Findings) -> Message:
-    """Anthropic's top-level `system` (a string or text blocks) as a first message."""
+def system_message(system: object, shape: str, found: Findings) -> Message | None:
+    """Anthropic's top-level `system` (a string or text blocks) as a first message; None
+    when it is empty (as a Responses body's empty instructions)."""
     if isinstance(system, str):
-        return Message(role="system", text=system)
-    if not isinstance(system, list):
+        text = system
+    elif isinstance(system, list):
+        text = _parts_text(system, found).text
+    else:
         raise LineError(f"{shape} body: system is neither text nor a list of blocks")
-    return Message(role="system", text=_parts_text(system, found).text)
+    return Message(role="system", text=text) if text else None
 
 
 def _message(item: object, index: int, shape: str, found: Findings) -> Message:
@@ -100,8 +103,10 @@ class _Parts:
         return "".join(self.texts)
 
 
-def _parts_text(content: list, found: Findings) -> _Parts:
-    """The text of a list of parts (OpenAI content parts or Anthropic content blocks)."""
+def _parts_text(content: list, found: Findings, in_result: bool = False) -> _Parts:
+    """The text of a list of parts (OpenAI content parts or Anthropic content blocks);
+    `in_result`: the content of a tool_result, where another tool_result is not a block
+    the API takes (and would let a line nest the reader as deep as it likes)."""
     parts = _Parts(texts=[])
     for part in content:
         if isinstance(part, str):
@@ -121,7 +126,7 @@ def _parts_text(content: list, found: Findings) -> _Parts:
             _add_document(parts, part)
         elif kind == "tool_use":
             parts.texts.append(json_text({"name": part.get("name"), "input": part.get("input")}))
-        elif kind == "tool_result":
+        elif kind == "tool_result" and not in_result:
             parts.texts.append(_tool_result_text(part.get("content"), found))
         elif kind not in NON_TEXT_PART_TYPES:
             found.unknown_parts.append(kind)
@@ -133,7 +138,7 @@ def _tool_result_text(content: object, found: Findings) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return _parts_text(content, found).text
+        return _parts_text(content, found, in_result=True).text
     return ""
 
 

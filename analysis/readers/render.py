@@ -17,6 +17,9 @@ TOOLS_POSITIONS = ("auto", "first", "after_system", "before_last_user")
 # these families put tool definitions just before the last user turn, or first
 _BEFORE_LAST_USER_ROUTES = ("mistral", "mixtral", "ministral", "codestral")
 _FIRST_ROUTES = ("claude", "gpt-", "o1", "o3", "o4")
+# ...but gpt-oss (open weights, the Harmony template: tools in the developer message after
+# the system one) is one of the "anything else" of metrics.md section 7
+_AFTER_SYSTEM_ROUTES = ("gpt-oss",)
 _LEADING_ROLES = frozenset({"system", "developer"})
 # orjson writes floats below 1e-4 its own way (0.00001, 1.23e-7 for json's 1e-05,
 # 1.23e-07); everything else it writes as json.dumps does. Output that may hold such a
@@ -52,6 +55,8 @@ def position_for(route: str, tools_position: str) -> str:
     route = route.lower()
     if any(name in route for name in _BEFORE_LAST_USER_ROUTES):
         return "before_last_user"
+    if any(name in route for name in _AFTER_SYSTEM_ROUTES):
+        return "after_system"
     if any(name in route for name in _FIRST_ROUTES):
         return "first"
     return "after_system"

@@ -17,7 +17,10 @@ SNIFF_BYTES = 1 << 16  # of the file (decompressed): a header or a trace line fi
 def first_line(path: str | Path, limits: ReadLimits | None = None) -> bytes:
     """The file's first line with content (past whitespace and byte-order marks), as much
     of it as lies in its first SNIFF_BYTES (decompressed when gzip); b"" when none."""
-    data = _head(Path(path), limits or ReadLimits())
+    return _first_line(_head(Path(path), limits or ReadLimits()))
+
+
+def _first_line(data: bytes) -> bytes:
     start = content_start(data)
     end = data.find(b"\n", start)
     return data[start : end if end >= 0 else len(data)]
@@ -40,12 +43,13 @@ def _head(path: Path, limits: ReadLimits) -> bytes:
 
 
 def sniff_format(path: str | Path, limits: ReadLimits | None = None) -> str | None:
-    """The format the first line names: "csv" (a gateway CSV header), "bailian" (a Bailian
-    trace line) or None (anything else: a JSONL chat log or a Mooncake trace, told apart
-    line by line)."""
-    line = first_line(path, limits)
-    if is_gateway_header(line):
+    """The format the file's head names: "csv" (its first line a gateway CSV header),
+    "bailian" (a Bailian trace line among its first lines: a bad or foreign first line
+    must not make it splittable) or None (anything else: a JSONL chat log or a Mooncake
+    trace, told apart line by line)."""
+    data = _head(Path(path), limits or ReadLimits())
+    if is_gateway_header(_first_line(data)):
         return "csv"
-    if b'"chat_id"' in line and b'"hash_ids"' in line:
+    if any(b'"chat_id"' in line and b'"hash_ids"' in line for line in data.split(b"\n")):
         return "bailian"
     return None

@@ -3,7 +3,12 @@ budget / (1 + headroom), for each budget asked for and for the host's available 
 
 from __future__ import annotations
 
+import math
+import random
+from fractions import Fraction
+
 from analysis import AnalysisParams, IngestOptions, analyze, ingest
+from analysis.metrics.at_budget import budget_slots
 from analysis.params import HostBudget
 from analysis.profiles import KVProfile
 
@@ -50,3 +55,19 @@ def test_tensor_parallel_ranks_hold_a_replicas_budget_together(write_jsonl, trac
     # 4 bytes a token, 64 a block: 256 bytes hold 4 blocks; at tp 2 the one head is on
     # both ranks, 128 bytes a block across the replica: 2 blocks
     assert slots == {1: 4, 2: 2}
+
+
+def test_a_budget_holds_exactly_the_slots_whose_recommended_ram_fits():
+    """budget_slots inverts the recommendation's rule (per-rank bytes, ceiling, * tp): the
+    RAM recommended for its answer fits the budget, the RAM for one slot more does not."""
+    rng = random.Random(5)
+    for _ in range(5000):
+        block, rank = rng.choice((16, 256, 512)), rng.choice((4, 4096, 131072))
+        tp = rng.choice((1, 2, 4, 8))
+        headroom = rng.choice((0.0, 0.1, 0.25))
+        ram = rng.randrange(1, 1 << 40)
+        slots = budget_slots(ram, block, rank, tp, headroom)
+        # analysis/metrics/recommend.py's rule, written out: per rank rounded up, * tp
+        per_slot = block * rank * (1 + Fraction(str(headroom)))
+        fits, one_more = (math.ceil(s * per_slot) * tp for s in (slots, slots + 1))
+        assert fits <= ram < one_more, (block, rank, tp, ram)

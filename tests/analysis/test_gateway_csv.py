@@ -14,6 +14,7 @@ import json
 import zlib
 
 import numpy as np
+import orjson
 import pytest
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest, ingest_streams
@@ -438,3 +439,21 @@ def _line_offset(data: bytes, line: int) -> int:
     for _ in range(line - 1):
         offset = data.index(b"\n", offset) + 1
     return offset
+
+
+def test_a_jsonl_log_that_mentions_request_json_is_still_jsonl(tmp_path):
+    """A first JSONL line whose prompt holds ",request_json," is no CSV header."""
+    row = {"timestamp": 1, "messages": [{"role": "user", "content": "cols ts,request_json,x"}]}
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(orjson.dumps(row) + b"\n" + orjson.dumps({**row, "timestamp": 2}) + b"\n")
+    assert splittable(path)
+    stream = _ingest(path)
+    assert stream.requests == 2 and stream.log_format == "chat" and not stream.errors
+
+
+def test_a_bailian_trace_behind_a_foreign_first_line_is_not_split(tmp_path):
+    line = ('{"chat_id": 7, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 20, '
+            '"output_length": 2, "type": "text", "turn": 1, "hash_ids": [1, 2]}')  # fmt: skip
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"note": "exported 2026-11-30"}\nnot json\n' + line + "\n")
+    assert not splittable(path)

@@ -135,3 +135,17 @@ def test_prefix_keys_of_long_texts_hashed_in_place_equal_hashing_the_whole_promp
         got = PrefixChain(hasher, block).keys(list(range(len(messages))), messages)
         whole = np.concatenate([part for message in messages for part in message])
         assert np.array_equal(got, hasher.block_keys(whole, block)), trial
+
+
+def test_a_long_line_refuses_a_number_past_float_range(tmp_path):
+    """Lines over PRECHECK_BYTES go through the standard library's parser, which would
+    read 1e400 as infinity; they refuse it as orjson refuses it on short lines."""
+    row = {"timestamp": 1_700_000_000, "messages": [{"role": "user", "content": "x" * (2 << 20)}],
+           "tools": [{"name": "f", "parameters": {"maximum": 7}}]}  # fmt: skip
+    good = orjson.dumps({**row, "timestamp": 1_700_000_001})
+    bad = orjson.dumps(row).replace(b'"maximum":7', b'"maximum":1e400')
+    log = tmp_path / "long.jsonl"
+    log.write_bytes(good + b"\n" + bad + b"\n")
+    stream = ingest([log], IngestOptions(hash_key=KEY))
+    assert stream.requests == 1 and [e["line"] for e in stream.errors] == [2]
+    assert stream.errors[0]["reason"] == "not valid JSON (number 1e400 is out of range)"

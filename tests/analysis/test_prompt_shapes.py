@@ -288,3 +288,43 @@ def test_moving_tools_before_the_last_user_turn_loses_their_reuse(write_jsonl):
     # first: one copy of the tools' blocks serves every request, so a few slots reach the
     # target; placed late, each session's copy behind its history must be kept to hit at all
     assert late.recommendation.capacity_bytes > 2 * first.recommendation.capacity_bytes
+
+
+def test_a_deeply_nested_tool_result_skips_its_line_only(write_jsonl):
+    """Valid JSON may nest tool_result blocks deeper than a reader recurses: the line is
+    read with the nested results ignored (the API takes none there), never a crash."""
+    # written out by hand: neither json nor orjson writes such depth (orjson reads it)
+    opening = '[{"type":"tool_result","tool_use_id":"t","content":'
+    inner = opening * 500 + '"deepest"' + "}]" * 500
+    deep = '{"timestamp":2,"system":"S","messages":[{"role":"user","content":' + inner + "}]}"
+    good = {"timestamp": 1, "messages": [{"role": "user", "content": "fine"}]}
+    stream = _ingest(write_jsonl, [good, deep, {**good, "timestamp": 3}])
+    assert stream.requests == 3 and not stream.errors
+    # the outer result's content is the second one, whose only block is a nested result
+    assert [t for _, t in _messages(stream, 1)] == ["S", ""]
+
+
+def test_where_tools_and_sessions_are_looked_for(write_jsonl, render):
+    tools = [{"name": "f"}]
+    rows = [
+        # tools on the line beside a wrapped body; the session in the body, an empty one
+        # on the line is none
+        {"timestamp": 1, "model": "llama", "tools": tools, "session_id": "",
+         "request": {"messages": [{"role": "user", "content": "a"}], "session_id": "s1"}},
+        # a top-level input key does not hide the wrapped messages
+        {"timestamp": 2, "input": 5, "request": {"messages": [{"role": "user", "content": "b"}]},
+         "conversation_id": "s1", "metadata": {"session_id": "s2"}},
+        # gpt-oss routes place tools after the system prompt (not first, as other gpt-)
+        {"timestamp": 3, "model": "openai/gpt-oss-120b", "tools": tools,
+         "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "c"}]},
+        # an empty Anthropic system prompt adds no message
+        {"timestamp": 4, "system": "", "messages": [{"role": "user", "content": "d"}]},
+    ]  # fmt: skip
+    stream = _ingest(write_jsonl, rows)
+    assert not stream.errors
+    texts = [[t for _, t in _messages(stream, r)] for r in range(4)]
+    assert texts == [[J(tools), "a"], ["b"], ["S", J(tools), "c"], ["d"]]
+    assert stream.req_prompt_tokens[3] == len(render([("user", "d")]))
+    sessions = stream.req_session.tolist()
+    # session_id (in the body) first; then metadata.session_id ranks after conversation_id
+    assert sessions[0] == sessions[1] != 0 and sessions[2] == sessions[3] == 0

@@ -4,6 +4,7 @@ previous reference came from the same session) and cross-session hits."""
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from analysis import AnalysisParams, IngestOptions, analyze, ingest
 
 from .conftest import HASH_KEY
+from .synthetic_bailian import bailian_lines
 
 B = 4  # tokens per block: small enough that short prompts have several blocks
 SYSTEM = {"role": "system", "content": "You answer questions about the shared handbook."}
@@ -164,3 +166,24 @@ def test_a_trace_without_sessions_is_all_cross_session(write_jsonl, trace):
     assert report.windows[0].hit_ratio == 48 / 112
     assert report.windows[0].cross_session_hit_ratio == 48 / 112
     assert report.windows[0].same_session_hit_ratio == 0.0
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.4, 0.5, 0.6])
+def test_a_sampled_curve_splits_into_two_growing_parts(write_jsonl, rate):
+    """With SHARDS sampling the split is estimated, but hits at C are a subset of hits at
+    C + 1 in each part: where the curve is resolved both parts grow with capacity (to a
+    token of rounding: each part is rounded on its own) and add up to the curve."""
+    stream = ingest([write_jsonl(bailian_lines())],
+                    IngestOptions(hash_key=HASH_KEY, format="bailian"))  # fmt: skip
+    report = analyze(stream, AnalysisParams(windows_s=(60,), warmup=0.5, shards_rate=rate))
+    assert not report.mrc_exact
+    token = 1 / int(stream.req_prompt_tokens[report.warmup_requests :].sum())
+    points = [p for p in report.mrc if p["resolved"]]
+    assert len(points) > 20
+    for part in ("same_session_hit_ratio", "cross_session_hit_ratio"):
+        values = [p[part] for p in points]
+        assert all(b >= a - 1.5 * token for a, b in itertools.pairwise(values)), part
+        assert values[-1] > 0
+    for p in points:
+        assert p["same_session_hit_ratio"] + p["cross_session_hit_ratio"] == pytest.approx(
+            p["hit_ratio"], abs=1e-12)  # fmt: skip
