@@ -34,6 +34,7 @@ def ingest_options(
     tiktoken_dir: str | None = None,
     trace_partial_cached: bool = True,
     tools_position: str = IngestOptions.tools_position,
+    tokenizer_file: str | None = None,
 ) -> IngestOptions:
     return IngestOptions(
         hash_key=settings.KVSCOPE_HASH_KEY,
@@ -45,6 +46,7 @@ def ingest_options(
         previews=previews,
         trace_partial_cached=trace_partial_cached,
         tools_position=tools_position,
+        tokenizer_file=tokenizer_file,
         max_listed_errors=settings.KVSCOPE_MAX_LISTED_ERRORS,
         max_bad_lines=settings.KVSCOPE_MAX_BAD_LINES or None,
         limits=ReadLimits(
