@@ -1,5 +1,6 @@
 """What a killed process leaves behind: temporary upload files, half-stored .part files
-and raw files no upload refers to, removed once older than KVSCOPE_ORPHAN_SECONDS."""
+and raw files (logs, tokenizers) no upload refers to, removed once older than
+KVSCOPE_ORPHAN_SECONDS."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 from django.conf import settings
 
 from console.models import Upload
+
+# a stored tokenizer.json's name ends so (a log's ends .log): see console.uploads.storage
+TOKENIZER_SUFFIX = ".tokenizer.json"
 
 
 def raw_folder() -> Path:
@@ -49,13 +53,13 @@ def purge_crash_leftovers() -> int:
 
 
 def purge_unreferenced_raw() -> int:
-    """Remove raw files no upload refers to (stored, then the upload row was never written:
-    the process died between the two), once older than KVSCOPE_ORPHAN_SECONDS."""
+    """Remove raw files and tokenizers no upload refers to (stored, then the upload row
+    was never written: the process died between the two), once older than
+    KVSCOPE_ORPHAN_SECONDS."""
     cutoff = time.time() - settings.KVSCOPE_ORPHAN_SECONDS
-    referenced = {
-        Path(p).name for paths in Upload.objects.values_list("raw_paths", flat=True) for p in paths
-    }
-    orphans = [
-        p for p in raw_folder().glob("*.log") if p.name not in referenced and _older_than(p, cutoff)
-    ]
+    referenced = set()
+    for paths, tokenizer in Upload.objects.values_list("raw_paths", "tokenizer_path"):
+        referenced.update(Path(p).name for p in [*paths, *([tokenizer] if tokenizer else [])])
+    stored = [*raw_folder().glob("*.log"), *raw_folder().glob(f"*{TOKENIZER_SUFFIX}")]
+    orphans = [p for p in stored if p.name not in referenced and _older_than(p, cutoff)]
     return _remove_all(orphans)

@@ -90,6 +90,12 @@ class Upload(Job):
     # pre-hashed traces: a partial last block is cached (Mooncake) or an uncached tail
     # (vLLM; kvscope's own replay exports)
     trace_partial_cached = models.BooleanField(default=True)
+    # chat bodies: where tool definitions go in the prompt (analysis.readers.TOOLS_POSITIONS)
+    tools_position = models.CharField(max_length=20, default="auto")
+    # the model's own Hugging Face tokenizer.json, stored beside the raw files under a
+    # generated name and deleted with them (""; none given, or deleted: cl100k_base counts)
+    tokenizer_path = models.CharField(max_length=500, blank=True)
+    tokenizer_name = models.CharField(max_length=300, blank=True)  # as uploaded, for display
     # >1: the ingest is split into this many line-aligned parts, one Celery task each
     ingest_parts = models.PositiveSmallIntegerField(default=1)
     keep_raw_until = models.DateField(null=True, blank=True)

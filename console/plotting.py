@@ -23,6 +23,8 @@ STAT_COLOURS = {"p50": PALETTE[0], "p90": PALETTE[2], "p99": PALETTE[1], "max": 
 HEIGHT = 360
 # the title sits at the top, the legend in its own line just above the plot
 MARGIN = {"l": 60, "r": 20, "t": 72, "b": 56}
+# every figure's legend unless it says otherwise: one line above the plot, to the right
+LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"}
 SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
 
 
@@ -73,7 +75,7 @@ def style(fig: go.Figure, title: str, **kwargs: Any) -> None:
         },
         "height": HEIGHT,
         "margin": MARGIN,
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        "legend": LEGEND_TOP,
         "font": {"size": 12, "color": INK},
     }
     fig.update_layout({**layout, **kwargs})

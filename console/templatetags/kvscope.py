@@ -14,8 +14,9 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from console.format import bytes_text, gib_text, percent_text, window_name
+from console.format import bytes_text, gib_text, percent_split_texts, percent_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
+from console.uploads.prompts import TOOLS_POSITION_PLACED
 
 register = template.Library()
 OUT_OF_RANGE = "out of range"
@@ -149,6 +150,28 @@ def reuses(segment_row: dict, window_s: float):
 def index(sequence, position: int):
     """sequence[position - 1]: deltas are listed for the 2nd, 3rd... report."""
     return sequence[position - 1] if 0 < position <= len(sequence) else None
+
+
+@register.filter
+def hit_split(ratios: dict, prefix: str = "") -> dict | None:
+    """A hit ratio and its same-session and cross-session parts (metrics.md section 7) as
+    texts that add up: {"total", "same", "cross"}, read from <prefix>hit_ratio,
+    <prefix>same_session_hit_ratio and <prefix>cross_session_hit_ratio (a window, the
+    recommendation, or the report with prefix "infinite_"). None when a report stored
+    before the split has no parts, or a value is no finite number."""
+    keys = [f"{prefix}{name}hit_ratio" for name in ("", "same_session_", "cross_session_")]
+    values = [_finite(ratios.get(key)) if ratios else None for key in keys]
+    if any(value is None for value in values):
+        return None
+    total, same, cross = values
+    same_text, cross_text = percent_split_texts(total, [same, cross])
+    return {"total": percent_text(total), "same": same_text, "cross": cross_text}
+
+
+@register.filter
+def tools_placed(position: str) -> str:
+    """Where an upload's tool definitions go, in words (the option as stored)."""
+    return TOOLS_POSITION_PLACED.get(position, position)
 
 
 @register.filter

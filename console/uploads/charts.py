@@ -1,12 +1,13 @@
-"""Plotly figures of an analysis report, as plain JSON-ready dicts: the hit-ratio curve,
-the working set over time, the reuse times, the comparison of several curves, and the whole
-set of a report's figures (the bar charts are in console.uploads.bar_charts).
+"""Plotly figures of an analysis report, as plain JSON-ready dicts: the working set over
+time, the reuse times, and the whole set of a report's figures (the hit-ratio curve and
+the comparison of several curves are in console.uploads.curve_charts, the bar charts in
+console.uploads.bar_charts).
 
-With bar_charts, the only modules of the uploads wing that import plotly. Every number drawn
-is read from the report dict (analysis.report.Report.to_dict()); the only arithmetic here
-is unit conversion for display (console.format: bytes -> GiB, ratios -> %, windows in
-words), plus the share of hits of the segment panel, which is each class's reused tokens
-over all reused tokens.
+With bar_charts and curve_charts, the only modules of the uploads wing that import plotly.
+Every number drawn is read from the report dict (analysis.report.Report.to_dict()); the
+only arithmetic here is unit conversion for display (console.format: bytes -> GiB, ratios
+-> %, windows in words), plus the share of hits of the segment panel, which is each
+class's reused tokens over all reused tokens.
 
 The curve is stored under the report's key "mrc" (the name of the algorithm's usual output,
 a miss-ratio curve), but its points hold hit ratios: every figure here draws hit ratios.
@@ -22,140 +23,17 @@ import math
 
 import plotly.graph_objects as go
 
-from console.format import gib, gib_number, percent, window_name
-from console.plotting import INK, MUTED, PALETTE, color, style, to_dict
+from console.format import gib, window_name
+from console.plotting import MUTED, PALETTE, color, style, to_dict
 from console.uploads.bar_charts import budgets_figure, routes_figure, segments_figure
+from console.uploads.curve_charts import compare_figure, mrc_figure
 
-# The version of the figures these modules draw (this one, bar_charts and console.plotting).
+# The version of the figures these modules draw (this one, curve_charts, bar_charts and
+# console.plotting).
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 2
-
-
-def _curve_xy(report: dict) -> tuple[list[float], list[float]]:
-    points = report.get("mrc") or []
-    return (
-        [gib(p["capacity_bytes"]) for p in points],
-        [percent(p["hit_ratio"]) for p in points],
-    )
-
-
-def _recommended_text(report: dict) -> str:
-    rec = report["recommendation"]
-    # metrics.md section 8: with heads replicated (kv_heads < tp) or an MLA latent on every
-    # rank the replica keeps more than the model's bytes per token; say by how much, or
-    # the RAM figure would not follow from the curve's capacity
-    replica = rec.get("replica_kv_bytes_per_token") or 0
-    model = report.get("kv_bytes_per_token") or 0
-    copies = ""
-    if model and replica > model:
-        copies = f", ×{replica / model:.3g} on {rec['tp']} TP ranks"
-    return (
-        f"recommended {gib_number(rec['capacity_bytes'])} GiB "
-        f"(+{percent(rec['headroom']):g}% headroom{copies} → {gib_number(rec['ram_bytes'])} GiB)"
-    )
-
-
-def _curve_trace(xs: list[float], ys: list[float]) -> go.Scatter:
-    return go.Scatter(
-        x=xs,
-        y=ys,
-        mode="lines",
-        name="LRU hit ratio",
-        uid="curve",
-        line={"color": PALETTE[0], "width": 2.5},
-        hovertemplate="%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit<extra></extra>",
-    )
-
-
-def _unresolved_trace(report: dict, unresolved: list[dict]) -> go.Scatter:
-    """The capacities a SHARDS-sampled curve cannot resolve (below 100 / R slots)."""
-    return go.Scatter(
-        x=[gib(p["capacity_bytes"]) for p in unresolved],
-        y=[percent(p["hit_ratio"]) for p in unresolved],
-        mode="markers",
-        name=f"unresolved (sampled at {report.get('mrc_sampling_rate'):g})",
-        uid="unresolved",
-        marker={"color": MUTED, "symbol": "x", "size": 6},
-        hovertemplate="%{x:.2f} GiB: below 100/R slots, not resolved<extra></extra>",
-    )
-
-
-def _level_trace(span: list[float], ratio: float, name: str, uid: str, line: dict) -> go.Scatter:
-    """A horizontal line across the curve's capacities at one hit ratio."""
-    return go.Scatter(
-        x=span,
-        y=[percent(ratio)] * 2,
-        mode="lines",
-        name=name,
-        uid=uid,
-        line=line,
-        hovertemplate=f"{name}: %{{y:.1f}}%<extra></extra>",
-    )
-
-
-def _recommended_trace(report: dict) -> go.Scatter:
-    rec = report["recommendation"]
-    return go.Scatter(
-        x=[gib(rec["capacity_bytes"])],
-        y=[percent(rec["hit_ratio"])],
-        mode="markers+text",
-        name="recommended",
-        uid="recommended",
-        text=[_recommended_text(report)],
-        textposition="bottom right",
-        textfont={"color": PALETTE[1]},
-        marker={"color": PALETTE[1], "size": 11, "line": {"color": "#fff", "width": 1.5}},
-        cliponaxis=False,
-        hovertemplate="recommended: %{x:.2f} GiB<br>%{y:.1f}% hit<extra></extra>",
-    )
-
-
-def _level_traces(report: dict, xs: list[float]) -> list[go.Scatter]:
-    """The ceiling the recommendation aims under, and the infinite-cache hit ratio when a
-    lifetime makes the two differ."""
-    rec = report["recommendation"]
-    positive = [x for x in xs if x > 0]
-    span = [positive[0], positive[-1]] if positive else [1 / 1024, 1]
-    lifetime = rec.get("lifetime_s")
-    ceiling_name = "ceiling" if lifetime is None else f"ceiling (lifetime {window_name(lifetime)})"
-    ceiling_line = {"color": INK, "dash": "dash", "width": 1.5}
-    traces = [_level_trace(span, rec["ceiling"], ceiling_name, "ceiling", ceiling_line)]
-    infinite = report.get("infinite_hit_ratio")
-    if infinite is not None and abs(infinite - rec["ceiling"]) > 1e-12:
-        infinite_line = {"color": MUTED, "dash": "dot", "width": 1.5}
-        traces.append(_level_trace(span, infinite, "infinite cache", "infinite", infinite_line))
-    return traces
-
-
-def mrc_figure(report: dict) -> dict:
-    """The hit-ratio curve: token hit ratio (%) vs cache capacity (GiB, log axis), with the
-    ceiling the recommendation aims under (the hit ratio of an unbounded cache within the
-    block lifetime, if any), the infinite-cache hit ratio when a lifetime makes it differ,
-    and the recommended point."""
-    xs, ys = _curve_xy(report)
-    fig = go.Figure()
-    fig.add_trace(_curve_trace(xs, ys))
-    unresolved = [p for p in report["mrc"] if p.get("resolved") is False]
-    if unresolved:  # a SHARDS-sampled curve is noise below 100 / R slots: say so on it
-        fig.add_trace(_unresolved_trace(report, unresolved))
-    for trace in _level_traces(report, xs):
-        fig.add_trace(trace)
-    fig.add_trace(_recommended_trace(report))
-    # the curve's one name on every page and download: the hit-ratio curve (its x axis is
-    # the cache's capacity; host RAM adds headroom and copies to it)
-    title = "Hit-ratio curve (exact LRU)"
-    if not report.get("mrc_exact", True):
-        title = f"Hit-ratio curve (sampled at {percent(report['mrc_sampling_rate']):g}%)"
-    style(
-        fig,
-        title,
-        xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
-        yaxis={"title": {"text": "token hit ratio (%)"}, "rangemode": "tozero"},
-        showlegend=True,
-    )
-    return to_dict(fig)
+CHARTS_VERSION = 3
 
 
 def working_set_figure(report: dict) -> dict:
@@ -292,61 +170,6 @@ def report_figures(report: dict) -> dict[str, dict]:
         figures["budgets"] = budgets
     figures["routes"] = routes_figure(report)
     return figures
-
-
-def compare_figure(items: list[tuple[str, dict]]) -> dict:
-    """The hit-ratio curves of several reports overlaid, each with its recommended point."""
-    fig = go.Figure()
-    for i, (label, report) in enumerate(items):
-        colour = color(i)
-        xs, ys = _curve_xy(report)
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name=label,
-                uid=f"curve-{i}",
-                legendgroup=f"r{i}",
-                line={"color": colour, "width": 2},
-                hovertemplate=(
-                    "%{fullData.name}<br>%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit"
-                    "<extra></extra>"
-                ),
-            )
-        )
-        rec = report["recommendation"]
-        fig.add_trace(
-            go.Scatter(
-                x=[gib(rec["capacity_bytes"])],
-                y=[percent(rec["hit_ratio"])],
-                mode="markers",
-                name=f"{label}: recommended",
-                uid=f"recommended-{i}",
-                legendgroup=f"r{i}",
-                showlegend=False,
-                marker={"color": colour, "size": 11, "line": {"color": "#fff", "width": 1.5}},
-                text=[_recommended_text(report)],
-                meta=[label],
-                hovertemplate="%{meta[0]}<br>%{text}<br>%{y:.1f}% hit<extra></extra>",
-            )
-        )
-    style(
-        fig,
-        "Hit-ratio curves, compared",
-        xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
-        yaxis={"title": {"text": "token hit ratio (%)"}, "rangemode": "tozero"},
-        legend={
-            "orientation": "v",
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 0.99,
-            "yanchor": "top",
-            "bgcolor": "rgba(255,255,255,0.85)",
-        },
-        showlegend=True,
-    )
-    return to_dict(fig)
 
 
 __all__ = [

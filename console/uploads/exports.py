@@ -11,7 +11,13 @@ from __future__ import annotations
 from console.downloads import csv_text
 from console.format import gib
 
-CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio")
+# a hit ratio and its two parts (metrics.md section 7): blank in a report stored before them
+SPLIT_COLUMNS = ("same_session_hit_ratio", "cross_session_hit_ratio")
+CURVE_COLUMNS = ("capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio", *SPLIT_COLUMNS)
+WINDOW_COLUMNS = (
+    "window_s", "hit_ratio", *SPLIT_COLUMNS, "hit_tokens", "useful_ws_peak_bytes",
+    "useful_ws_p95_bytes", "useful_ws_median_bytes", "ttl_occupancy_peak_bytes",
+)  # fmt: skip
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
 SEGMENT_LEADING = ("key", "kind", "tokens", "occurrences")
 SEGMENT_TRAILING = ("first_seen_s", "last_seen_s", "label", "preview")
@@ -21,10 +27,18 @@ def curve_csv(report: dict) -> str:
     """The hit-ratio curve: one row per point of report["mrc"] (the key says miss-ratio
     curve, after the algorithm; its points hold hit ratios)."""
     rows = (
-        (p["capacity_slots"], p["capacity_bytes"], gib(p["capacity_bytes"]), p["hit_ratio"])
+        (p["capacity_slots"], p["capacity_bytes"], gib(p["capacity_bytes"]), p["hit_ratio"],
+         *(p.get(column) for column in SPLIT_COLUMNS))
         for p in report.get("mrc") or []
-    )
+    )  # fmt: skip
     return csv_text(CURVE_COLUMNS, rows)
+
+
+def windows_csv(report: dict) -> str:
+    """One row per reuse window: its hit ratio split by session, and its working sets."""
+    rows = ([window.get(column) for column in WINDOW_COLUMNS]
+            for window in report.get("windows") or [])  # fmt: skip
+    return csv_text(WINDOW_COLUMNS, rows)
 
 
 def series_csv(report: dict) -> str:
@@ -74,4 +88,4 @@ def segments_csv(report: dict) -> str:
     return csv_text(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv"]
+__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]

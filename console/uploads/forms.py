@@ -10,12 +10,14 @@ from django import forms
 from django.utils import timezone
 
 from analysis.ingest import DEFAULT_BLOCK_TOKENS
-from console.sniff import refusal
+from console.sniff import TOKENIZER_MAX_BYTES, refusal, tokenizer_refusal
+from console.uploads.prompts import FORMAT_CHOICES, TOOLS_POSITION_CHOICES, TOOLS_POSITION_WHY
 
 # The block-size choice "the format's own": stored as no explicit size (Upload.block_sizes
 # == []), so the engine takes each format's default (analysis.ingest.DEFAULT_BLOCK_TOKENS).
 FORMAT_OWN = 0
 _CHAT, _TRACE = DEFAULT_BLOCK_TOKENS["chat"], DEFAULT_BLOCK_TOKENS["mooncake"]
+_BAILIAN = DEFAULT_BLOCK_TOKENS["bailian"]
 BLOCK_SIZE_CHOICES = [
     (FORMAT_OWN, f"The format's own (chat {_CHAT}, Mooncake {_TRACE} …)"),
     (16, "16 (vLLM block)"),
@@ -43,7 +45,8 @@ class MultipleFileField(forms.FileField):
 
 BLOCK_SIZES_HELP = (
     f"The format's own is the default: {_CHAT} tokens for chat logs (LMCache's chunk), "
-    f"{_TRACE} for pre-hashed Mooncake traces (the size their hash_ids were made with). "
+    f"{_TRACE} for pre-hashed Mooncake traces and {_BAILIAN} for Bailian traces (the sizes "
+    "their hash_ids were made with). "
     "Ticking a size of your own unticks it (the two do not mix). A chat log is keyed at "
     "every size ticked, chosen now: token ids are never stored, so other sizes need a new "
     "upload. A pre-hashed trace has one size: 512 if ticked, else the smallest ticked."
@@ -96,16 +99,30 @@ class UploadForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="e.g. “prod-eu, Monday”")
     files = MultipleFileField(
         label="Log files",
-        help_text="Chat-completion JSONL or pre-hashed (Mooncake) traces, plain or .gz. "
-        "Several files are analyzed as one log.",
+        help_text="Chat bodies as JSONL, a gateway CSV export, or a pre-hashed trace "
+        "(Mooncake, Bailian), plain or .gz. Several files are analyzed as one log.",
     )
     format = forms.ChoiceField(
-        choices=[
-            ("auto", "Detect from the first line"),
-            ("chat", "Chat-completion JSONL"),
-            ("mooncake", "Pre-hashed trace (Mooncake)"),
-        ],
+        choices=FORMAT_CHOICES,
         initial="auto",
+        help_text="Detected line by line: a file may mix OpenAI and Anthropic bodies.",
+    )
+    tools_position = forms.ChoiceField(
+        choices=TOOLS_POSITION_CHOICES,
+        initial="auto",
+        required=False,  # a form posted without it (a script, an older page): auto
+        widget=forms.RadioSelect,
+        label="Tool definitions go",
+        help_text=f"{TOOLS_POSITION_WHY} Choose where your serving engine's chat template "
+        "puts them.",
+    )
+    tokenizer = forms.FileField(
+        required=False,
+        label="Tokenizer (optional)",
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
+        help_text="The model's own tokenizer (a Hugging Face tokenizer.json, read offline); "
+        f"cl100k_base if none. At most {TOKENIZER_MAX_BYTES >> 20} MB; kept with the raw "
+        "files and deleted with them.",
     )
     block_sizes = block_sizes_field()
     trace_tails = forms.ChoiceField(
@@ -148,6 +165,19 @@ class UploadForm(forms.Form):
         if problems:
             raise forms.ValidationError(problems)
         return files
+
+    def clean_tools_position(self) -> str:
+        return self.cleaned_data.get("tools_position") or "auto"
+
+    def clean_tokenizer(self):
+        tokenizer = self.cleaned_data.get("tokenizer")
+        if not tokenizer:
+            return None
+        problem = tokenizer_refusal(tokenizer.name, tokenizer.size, tokenizer.read)
+        tokenizer.seek(0)
+        if problem:
+            raise forms.ValidationError(problem)
+        return tokenizer
 
     def clean_block_sizes(self) -> list[int]:
         return chosen_block_sizes(self.cleaned_data["block_sizes"])

@@ -19,7 +19,7 @@ from console.jobs import fail, failure_message
 from console.models import Analysis, JobStatus, Upload
 from console.uploads.analyses import DEFAULT_PARAMS, first_analysis_block_size
 from console.uploads.figures import draw
-from console.uploads.storage import upload_delete_raw
+from console.uploads.storage import RAW_DELETED, unlink_raw_files, upload_delete_raw
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,8 @@ def upload_ingest_options(upload: Upload) -> IngestOptions:
         extra_block_tokens=tuple(sizes[1:]),
         previews=upload.previews,
         trace_partial_cached=upload.trace_partial_cached,
+        tools_position=upload.tools_position,
+        tokenizer_file=upload.tokenizer_path or None,
     )
 
 
@@ -91,8 +93,7 @@ def finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
         ingest_failed(upload, exc)
         return
     if finished and upload.keep_raw_until is None:
-        for path in upload.raw_paths:
-            Path(path).unlink(missing_ok=True)
+        unlink_raw_files(upload)
 
 
 def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict, report) -> bool:
@@ -134,6 +135,6 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             errors=first.errors,
             notes=first.notes,
             # cleared with the status, so no page ever shows "done" with the raw file kept
-            **({"raw_paths": []} if delete_raw else {}),
+            **(RAW_DELETED if delete_raw else {}),
         )
     return True

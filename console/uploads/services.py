@@ -37,15 +37,18 @@ def upload_create(
     block_sizes: Sequence[int] = (),
     previews: bool = False,
     trace_partial_cached: bool = True,
+    tools_position: str = "auto",
+    tokenizer: UploadedFile | Path | None = None,
     keep_raw_until=None,
     parts: int | None = None,
     queue: str | None = None,
 ) -> Upload:
-    """Store the raw files under generated names and queue the ingest (after commit).
-    `parts` > 1 splits one plain log over that many tasks (default: by settings; never a log
-    that cannot be split, see _parts_for); `queue` sends it to the workers of that Celery
-    queue (default: the default queue)."""
-    stored = store_raw_files(sources)
+    """Store the raw files (and the tokenizer.json, if any) under generated names and
+    queue the ingest (after commit). `parts` > 1 splits one plain log over that many tasks
+    (default: by settings; never a log that cannot be split, see _parts_for); `queue`
+    sends it to the workers of that Celery queue (default: the default queue)."""
+    stored, kept_tokenizer = store_raw_files(sources, tokenizer)
+    tokenizer_path, tokenizer_name = kept_tokenizer or ("", "")
     upload = Upload.objects.create(
         ingest_parts=_parts_for([path for path, _ in stored], format, parts),
         name=name,
@@ -54,6 +57,9 @@ def upload_create(
         block_sizes=sorted(set(block_sizes)),
         previews=previews,
         trace_partial_cached=trace_partial_cached,
+        tools_position=tools_position,
+        tokenizer_path=str(tokenizer_path),
+        tokenizer_name=tokenizer_name,
         keep_raw_until=keep_raw_until,
         raw_paths=[str(path) for path, _ in stored],
         raw_names=[original for _, original in stored],
@@ -79,9 +85,13 @@ def _parts_for(paths: list[Path], log_format: str, asked: int | None) -> int:
 
 def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None) -> Upload:
     """Queue a failed or stalled ingest again, if its raw files are still there. `block_sizes`
-    replaces the sizes chosen at upload ([]: the format's own; None: keep them)."""
+    replaces the sizes chosen at upload ([]: the format's own; None: keep them); every other
+    choice (format, tool placement, tokenizer) is the upload's, as read the first time."""
     if not upload.raw_paths or not all(Path(p).exists() for p in upload.raw_paths):
         raise RetryRefused("The raw files are gone; upload the log again.")
+    if upload.tokenizer_path and not Path(upload.tokenizer_path).exists():
+        # (read with another tokenizer, the retry would count other tokens than asked)
+        raise RetryRefused("The tokenizer.json is gone; upload the log and it again.")
     if block_sizes is not None and any(size < 1 for size in block_sizes):
         raise ValueError(f"block sizes must be positive: {list(block_sizes)}")
     new_sizes = {} if block_sizes is None else {"block_sizes": sorted(set(block_sizes))}

@@ -1,5 +1,6 @@
-"""Where an upload's files live: the raw files as stored (generated names, all or none),
-the artifact folder its ingest writes, and their removal (done, expired, left by a crash)."""
+"""Where an upload's files live: the raw files as stored (generated names, all or none;
+a tokenizer.json given with them is one of them), the artifact folder its ingest writes,
+and their removal (done, expired, left by a crash)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.utils import timezone
 
-from console.leftovers import raw_folder
+from console.leftovers import TOKENIZER_SUFFIX, raw_folder
 from console.models import Upload
 
 
@@ -22,12 +23,18 @@ class StorageError(Exception):
     """The raw files could not be stored (disk full, folder read-only): nothing was kept."""
 
 
-def store_raw_files(sources: Sequence[UploadedFile | Path]) -> list[tuple[Path, str]]:
-    """Store every file or none; returns (path, name as uploaded) for each."""
+def store_raw_files(
+    sources: Sequence[UploadedFile | Path], tokenizer: UploadedFile | Path | None = None
+) -> tuple[list[tuple[Path, str]], tuple[Path, str] | None]:
+    """Store every file or none: the logs, and the tokenizer.json given with them (kept
+    and deleted with them). Returns (path, name as uploaded) for each log, and for the
+    tokenizer (None without one)."""
     stored: list[tuple[Path, str]] = []
     try:
         for source in sources:
-            stored.append(_store_raw(source))
+            stored.append(_store_raw(source, ".log"))
+        if tokenizer is not None:
+            stored.append(_store_raw(tokenizer, TOKENIZER_SUFFIX))
     except OSError as exc:
         for path, _ in stored:  # all files or none
             path.unlink(missing_ok=True)
@@ -35,12 +42,14 @@ def store_raw_files(sources: Sequence[UploadedFile | Path]) -> list[tuple[Path, 
             f"Could not store the upload: {exc.strerror or exc} (is the data folder full or "
             "read-only?). Nothing was kept; try again once there is room."
         ) from exc
-    return stored
+    if tokenizer is not None:
+        return stored[:-1], stored[-1]
+    return stored, None
 
 
-def _store_raw(source: UploadedFile | Path) -> tuple[Path, str]:
+def _store_raw(source: UploadedFile | Path, suffix: str) -> tuple[Path, str]:
     """Move or copy one file under a generated name; returns (path, name as uploaded)."""
-    target = raw_folder() / f"{uuid.uuid4().hex}.log"
+    target = raw_folder() / f"{uuid.uuid4().hex}{suffix}"
     tmp = target.with_suffix(".part")  # a crash never leaves a half file under a real name
     try:
         if isinstance(source, Path):
@@ -89,11 +98,20 @@ def clear_leftovers(upload_id: int) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def upload_delete_raw(*, upload_id: int) -> None:
-    upload = Upload.objects.get(pk=upload_id)
-    for path in upload.raw_paths:
+# an upload's row once its raw files are deleted (the tokenizer.json goes with them: it
+# only serves the ingest, a re-analysis reads the stored block streams)
+RAW_DELETED = {"raw_paths": [], "tokenizer_path": ""}
+
+
+def unlink_raw_files(upload: Upload) -> None:
+    """Delete an upload's raw files and its tokenizer.json (the row is the caller's)."""
+    for path in [*upload.raw_paths, *([upload.tokenizer_path] if upload.tokenizer_path else [])]:
         Path(path).unlink(missing_ok=True)
-    Upload.objects.filter(pk=upload_id).update(raw_paths=[])
+
+
+def upload_delete_raw(*, upload_id: int) -> None:
+    unlink_raw_files(Upload.objects.get(pk=upload_id))
+    Upload.objects.filter(pk=upload_id).update(**RAW_DELETED)
 
 
 def purge_expired_raw() -> int:

@@ -27,6 +27,7 @@ from console.uploads.figures import page_figures
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
 from console.uploads.page_forms import OffloadForm, ReplayForm
+from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.web import attachment, download, is_id
@@ -61,6 +62,8 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                     block_sizes=data["block_sizes"],
                     previews=data["previews"],
                     trace_partial_cached=data["trace_tails"] != "uncached",
+                    tools_position=data["tools_position"],
+                    tokenizer=data["tokenizer"],
                     keep_raw_until=data["keep_until"],
                 )
             except StorageError as exc:
@@ -250,6 +253,8 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_analyze": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
+            "carried": prompt_facts(report) if report else None,
+            "tools_why": TOOLS_POSITION_WHY,
         },
     )
 
@@ -262,6 +267,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
         return download(json_file(analysis.report), f"{stem}.json", "application/json")
     builders = {
         "curve.csv": exports.curve_csv,
+        "windows.csv": exports.windows_csv,
         "series.csv": exports.series_csv,
         "segments.csv": exports.segments_csv,
     }
