@@ -119,7 +119,8 @@ class StreamBuilder:
         self._spill_if_full()
 
     def add_trace(self, request: TraceRequest, file_index: int) -> None:
-        self.request_table.add(request, file_index, self._hasher.session_key(request.session))
+        session = self._hasher.session_key(request.session) if request.session else 0
+        self.request_table.add(request, file_index, session)
         self.request_table.columns["prompt_tokens"].append(request.input_length)
         blocks = request.hash_ids.size
         # the last id holds what is left of the prompt (see BlockColumns.settle)
@@ -132,9 +133,8 @@ class StreamBuilder:
         """Tokenize, then record. A prompt longer than any model's context raises
         LineError before anything is recorded (the line is skipped, nothing half-added)."""
         messages = self._tokenize(request)
-        index = self.request_table.add(
-            request, file_index, self._hasher.session_key(request.session)
-        )
+        session = self._hasher.session_key(request.session) if request.session else 0
+        index = self.request_table.add(request, file_index, session)
         tokenizer = self._tokenizer
         assert tokenizer is not None
         pieces: list[tuple[np.ndarray, ...]] = []

@@ -72,9 +72,9 @@ class ChatReader:
         self, obj: dict, body: dict, messages: list[Message], model: str, found: Findings
     ) -> None:
         """The tool definitions (the body's, else the line's) as the tools segment."""
-        tools = first(body, ("tools",), ("functions",))
+        tools = _tools_of(body)
         if tools is None and body is not obj:
-            tools = first(obj, ("tools",), ("functions",))
+            tools = _tools_of(obj)
         if tools is None:
             return
         if not isinstance(tools, list):
@@ -117,6 +117,8 @@ class ChatReader:
 
 def _body(obj: dict) -> dict:
     """The request body of a line: where its messages are, else its Responses input."""
+    if "messages" in obj:  # (the common case, first)
+        return obj
     nodes = [node for node in (first(obj, path) if path else obj for path in BODY_PATHS)
              if isinstance(node, dict)]  # fmt: skip
     for keys in (("messages",), ("input", "instructions")):
@@ -124,6 +126,23 @@ def _body(obj: dict) -> dict:
             if any(key in node for key in keys):
                 return node
     return obj
+
+
+_SESSION_KEYS = frozenset(path[0] for path in SESSION_PATHS if len(path) == 1)
+_METADATA_SESSION_KEYS = frozenset(path[1] for path in SESSION_PATHS if len(path) == 2)
+
+
+def _may_name_session(node: dict) -> bool:
+    if not _SESSION_KEYS.isdisjoint(node):
+        return True
+    metadata = node.get("metadata")
+    return isinstance(metadata, dict) and not _METADATA_SESSION_KEYS.isdisjoint(metadata)
+
+
+def _tools_of(node: dict) -> object:
+    """A node's tool definitions: `tools`, else the legacy `functions` (None: neither)."""
+    tools = node.get("tools")
+    return tools if tools is not None else node.get("functions")
 
 
 def _shape(body: dict) -> str:
@@ -140,9 +159,13 @@ def _session(obj: dict, body: dict) -> str:
     order, on the line or in its body, that holds one (an empty string or an object is
     none: gateways write empty keys)."""
     nodes = (obj, body) if body is not obj else (obj,)
+    if not _may_name_session(obj) and (body is obj or not _may_name_session(body)):
+        return ""  # (most lines: a set test)
     for path in SESSION_PATHS:
         for node in nodes:
-            value = first(node, path)
+            value = node.get(path[0])
+            if len(path) == 2:
+                value = value.get(path[1]) if isinstance(value, dict) else None
             if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
                 return str(value)
     return ""

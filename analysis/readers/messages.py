@@ -66,15 +66,17 @@ def _message(item: object, index: int, shape: str, found: Findings) -> Message:
     if "cache_control" in item:
         found.cache_control = True
     content = item.get("content")
+    # (every message of every line passes here: the plain-text case allocates nothing more)
+    has_calls = "tool_calls" in item or "function_call" in item
+    calls = _tool_calls_text(item, index, shape) if has_calls else ""
     if content is None or isinstance(content, str):
-        parts = _Parts(texts=[content or ""])
-    elif isinstance(content, list):
-        parts = _parts_text(content, found)
-    else:
+        return Message(role=role, text=(content or "") + calls)
+    if not isinstance(content, list):
         raise LineError(f"{shape} body: message {index} content is neither text nor a list "
                         "of parts")  # fmt: skip
-    text = parts.text + _tool_calls_text(item, index, shape)
-    return Message(role=role, text=text, is_document=parts.is_document, label=parts.label)
+    parts = _parts_text(content, found)
+    return Message(role=role, text=parts.text + calls, is_document=parts.is_document,
+                   label=parts.label)  # fmt: skip
 
 
 def _tool_calls_text(item: dict, index: int, shape: str) -> str:
@@ -155,17 +157,21 @@ def document_part(part: dict) -> tuple[str | None, str]:
     ...}, the same fields nested under the part's type key ({"type": "file", "file":
     {...}}), or an Anthropic document with a text source ({"source": {"type": "text",
     "data": ...}}). None for a document without text (a PDF, an image)."""
-    label = _label(part)
     source = part.get("source")
     if isinstance(source, dict) and source.get("type") == "text":
         data = source.get("data")
-        return (data, label) if isinstance(data, str) else (None, "")
-    for node in (part, part.get(part.get("type", ""))):
-        if isinstance(node, dict) and isinstance(node.get("text"), str):
-            return node["text"], _label(node) or label
+        return (data, _label(part)) if isinstance(data, str) else (None, "")
+    if isinstance(part.get("text"), str):
+        return part["text"], _label(part)
+    nested = part.get(part.get("type", ""))
+    if isinstance(nested, dict) and isinstance(nested.get("text"), str):
+        return nested["text"], _label(nested) or _label(part)
     return None, ""
 
 
 def _label(node: dict) -> str:
-    return next((node[k] for k in ("title", "name", "filename") if isinstance(node.get(k), str)),
-                "")  # fmt: skip
+    for key in ("title", "name", "filename"):
+        value = node.get(key)
+        if isinstance(value, str):
+            return value
+    return ""
