@@ -56,21 +56,33 @@ class HFTokenizer:
         return whole == self.encode_ordinary(left) + self.encode_ordinary(right)
 
 
-def load_tokenizer_file(path: str | Path) -> HFTokenizer:
+def load_tokenizer_file(path: str | Path, shown_name: str | None = None) -> HFTokenizer:
     """The tokenizer.json at `path`; EncodingUnavailable naming the file when it cannot
-    be read as one (an error shows the file's name only, not the server's folders)."""
+    be read as one. Errors and the tokenizer's name show `shown_name` (the file's name as
+    its user knows it: an upload is stored under a generated one), else the file's name,
+    never the server's folders."""
     path = Path(path)
+    name = shown_name or path.name
     if not path.is_file():
-        raise EncodingUnavailable(f"{path.name}: no such tokenizer file")
+        raise EncodingUnavailable(f"{name}: no such tokenizer file")
     stat = path.stat()
-    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+    return _load(str(path), stat.st_mtime_ns, stat.st_size, name)
+
+
+def check_tokenizer_json(text: str, shown_name: str) -> None:
+    """Refuse (EncodingUnavailable, naming the file) what the tokenizers library cannot
+    read as a tokenizer: valid JSON with a "model" entry may still be none."""
+    try:
+        Tokenizer.from_str(text)
+    except Exception as exc:  # the library raises a bare Exception with serde's reason
+        raise EncodingUnavailable(f"{shown_name}: not a Hugging Face tokenizer.json "
+                                  f"({exc})") from None  # fmt: skip
 
 
 @lru_cache(maxsize=4)
-def _load(path: str, mtime_ns: int, size: int) -> HFTokenizer:
+def _load(path: str, mtime_ns: int, size: int, name: str) -> HFTokenizer:
     """Read once per version of a file (the parts of one ingest share it; a model's file
     is megabytes of JSON): a file rewritten in place is read again."""
-    name = Path(path).name
     try:
         tokenizer = Tokenizer.from_file(path)
     except Exception as exc:  # the library raises a bare Exception with serde's reason

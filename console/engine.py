@@ -33,6 +33,7 @@ def ingest_options(
     previews: bool = False,
     tiktoken_dir: str | None = None,
     tokenizer_file: str | None = None,
+    tokenizer_name: str | None = None,
     trace_partial_cached: bool = True,
     tools_position: str = IngestOptions.tools_position,
 ) -> IngestOptions:
@@ -44,6 +45,7 @@ def ingest_options(
         encoding=encoding,
         tiktoken_dir=tiktoken_dir or settings.KVSCOPE_TIKTOKEN_DIR or None,
         tokenizer_file=tokenizer_file,
+        tokenizer_name=tokenizer_name,
         previews=previews,
         trace_partial_cached=trace_partial_cached,
         tools_position=tools_position,

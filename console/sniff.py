@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 import orjson
 
+from analysis.hf_tokenizer import check_tokenizer_json
 from analysis.readers import GZIP_MAGIC
+from analysis.tokens import EncodingUnavailable
 
 LOG_EXTENSIONS = (".jsonl", ".ndjson", ".json", ".log", ".txt", ".trace", ".csv")
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -60,11 +62,16 @@ def tokenizer_refusal(name: str, size: int, read: Callable[[], bytes]) -> str | 
     if size > TOKENIZER_MAX_BYTES:
         return (f"{name}: {size / (1 << 20):,.1f} MB is more than a tokenizer.json holds "
                 f"(at most {TOKENIZER_MAX_BYTES >> 20} MB)")  # fmt: skip
+    raw = read()
     try:
-        data = orjson.loads(read())
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return f"{name}: not a tokenizer.json: it is not JSON ({exc})"
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         return (f"{name}: not a tokenizer.json: a Hugging Face tokenizer is a JSON object "
                 "with a \"model\" entry (the file saved by tokenizer.save())")  # fmt: skip
+    try:  # what the ingest will read it with: valid JSON with a "model" may be no tokenizer
+        check_tokenizer_json(raw.decode("utf-8"), name)  # (orjson has checked the UTF-8)
+    except EncodingUnavailable as exc:
+        return str(exc)
     return None

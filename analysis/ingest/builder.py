@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.errors import ErrorLog, LineError
+from analysis.errors import ErrorLog, LineError, UnusableInput
 from analysis.hashing import KeyedHasher
 from analysis.hf_tokenizer import load_tokenizer_file
 from analysis.ingest.chain import PrefixChain
@@ -26,7 +26,7 @@ from analysis.readers import (
 )
 from analysis.spill import SpillColumns
 from analysis.stream import BlockStream, StreamHeader
-from analysis.tokens import SegmentTokenizer, load_encoding
+from analysis.tokens import EncodingUnavailable, SegmentTokenizer, load_encoding
 
 _SEEN_BY_TEXT = 1 << 16  # longer message texts are memoised by their digest, not held
 
@@ -292,7 +292,10 @@ class StreamBuilder:
 def _segment_tokenizer(options: IngestOptions) -> SegmentTokenizer:
     """The model's own tokenizer.json when one is given, else the tiktoken encoding."""
     if options.tokenizer_file:
-        encoder = load_tokenizer_file(options.tokenizer_file)
+        try:
+            encoder = load_tokenizer_file(options.tokenizer_file, options.tokenizer_name)
+        except EncodingUnavailable as exc:  # the user's file, not the server's set-up
+            raise UnusableInput(str(exc)) from None
         return SegmentTokenizer(encoder, encoder.cut_is_exact)
     return SegmentTokenizer(load_encoding(options.encoding, options.tiktoken_dir))
 

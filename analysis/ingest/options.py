@@ -26,6 +26,7 @@ class IngestOptions:
     tiktoken_dir: str | None = None
     # a Hugging Face tokenizer.json, used instead of the tiktoken encoding (None: tiktoken)
     tokenizer_file: str | None = None
+    tokenizer_name: str | None = None  # its name as the user knows it (None: the file's)
     # where a request's tool definitions go in its prompt (metrics.md section 7)
     tools_position: str = "auto"
     previews: bool = False  # keep the first characters of each segment's text

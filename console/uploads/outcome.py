@@ -34,6 +34,7 @@ def upload_ingest_options(upload: Upload) -> IngestOptions:
         trace_partial_cached=upload.trace_partial_cached,
         tools_position=upload.tools_position,
         tokenizer_file=upload.tokenizer_path or None,
+        tokenizer_name=upload.tokenizer_name or None,
     )
 
 

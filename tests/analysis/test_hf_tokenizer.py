@@ -13,10 +13,10 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
+from analysis import AnalysisParams, BlockStream, IngestOptions, UnusableInput, analyze, ingest
 from analysis.hashing import KeyedHasher
 from analysis.hf_tokenizer import load_tokenizer_file
-from analysis.tokens import PIECE_CHARS, EncodingUnavailable, encode_in_pieces
+from analysis.tokens import PIECE_CHARS, encode_in_pieces
 from tests.analysis import tiny_tokenizer as tiny
 
 SYSTEM = "You are a careful assistant. Answer from the document."
@@ -183,12 +183,13 @@ def test_a_bad_tokenizer_file_is_refused_by_name(tmp_path, hash_key, content, re
     bad.parent.mkdir()
     bad.write_bytes(content)
     log = _log(tmp_path, _conversations())
-    with pytest.raises(EncodingUnavailable, match=r"^tokenizer\.json: ") as caught:
+    # the user's file that cannot be read: unusable input (not the server's set-up)
+    with pytest.raises(UnusableInput, match=r"^tokenizer\.json: ") as caught:
         _ingest(log, hash_key, bad)
     assert reason in str(caught.value)
     assert str(tmp_path) not in str(caught.value)  # the file's name, not the server's path
 
 
 def test_a_missing_tokenizer_file_is_refused_by_name(tmp_path, hash_key):
-    with pytest.raises(EncodingUnavailable, match=r"^tokenizer\.json: no such tokenizer file$"):
+    with pytest.raises(UnusableInput, match=r"^tokenizer\.json: no such tokenizer file$"):
         _ingest(_log(tmp_path, _conversations()), hash_key, tmp_path / "tokenizer.json")

@@ -27,6 +27,7 @@ from console.models import Analysis, JobStatus, Upload
 from console.sniff import TOKENIZER_MAX_BYTES, tokenizer_refusal
 from console.uploads.forms import UploadForm
 from console.uploads.outcome import upload_ingest_options
+from console.uploads.services import upload_create
 from console.uploads.storage import upload_delete_raw
 from tests.console.factories import PASSWORD
 from tests.console.uploads import agent_log
@@ -65,7 +66,7 @@ def _post(client, log: Path, tokenizer: Path | None = None, **extra):
                 "tools_position": "before_last_user", "retention": "keep",
                 "keep_until": keep, **extra}  # fmt: skip
         if tokenizer is not None:
-            data["tokenizer"] = SimpleUploadedFile("tokenizer.json", tokenizer.read_bytes())
+            data["tokenizer"] = SimpleUploadedFile(tokenizer.name, tokenizer.read_bytes())
         return client.post(reverse("upload_new"), data)
 
 
@@ -103,6 +104,10 @@ def test_the_choices_and_the_tokenizer_are_stored_and_reach_the_ingest(
     options = upload_ingest_options(upload)
     assert (options.format, options.tools_position) == ("chat", "before_last_user")
     assert options.tokenizer_file == str(stored)
+    # the stream and the report name the file as its user knows it, not as it is stored
+    assert options.tokenizer_name == "tokenizer.json"
+    name = stream_meta(upload.streams["16"])["tokenizer"]
+    assert name.startswith("tokenizer.json (WordLevel") and stored.name not in name
     # the ingest placed the tools where asked
     assert stream_meta(upload.streams["16"])["tools_position"] == "before_last_user"
     report = Analysis.objects.get(upload=upload).report
@@ -170,6 +175,11 @@ def test_retry_is_refused_when_the_tokenizer_is_gone(client, analyst, tmp_path, 
         (b"vocab: {hello: 1}\n", "tokenizer.json: not a tokenizer.json: it is not JSON"),
         (b"[1, 2, 3]", 'a Hugging Face tokenizer is a JSON object with a "model" entry'),
         (b'{"version": "1.0"}', 'a Hugging Face tokenizer is a JSON object with a "model" entry'),
+        # valid JSON with a "model", yet no tokenizer the library reads
+        (
+            b'{"version": "1.0", "model": {"type": "Unigram"}}',
+            "tokenizer.json: not a Hugging Face tokenizer.json (Missing vocab",
+        ),
     ],
 )
 def test_a_file_that_is_no_tokenizer_is_a_form_error(
@@ -194,7 +204,25 @@ def test_a_tokenizer_past_the_size_limit_is_refused_unread():
     size = TOKENIZER_MAX_BYTES + 1  # 50 MiB and a byte: "50.0 MB", the limit "50 MB"
     reason = tokenizer_refusal("big.json", size, read)
     assert reason == "big.json: 50.0 MB is more than a tokenizer.json holds (at most 50 MB)"
-    assert tokenizer_refusal("ok.json", 2, lambda: b'{"model": {}}') is None
+    assert tokenizer_refusal("ok.json", 2, lambda: b'{"model": {}}') is not None  # none
+
+
+def test_a_real_tokenizer_passes_the_check(tokenizer_json):
+    data = tokenizer_json.read_bytes()
+    assert tokenizer_refusal("mine.json", len(data), lambda: data) is None
+
+
+def test_a_tokenizer_that_breaks_at_ingest_fails_as_the_users_input(analyst, tmp_path):
+    """A file stored without the form's check (or changed since) is the user's input that
+    cannot be read: the upload fails naming the file as uploaded, no internal error."""
+    bad = tmp_path / "llama-tokenizer.json"
+    bad.write_bytes(b'{"version": "1.0", "model": {"type": "Unigram"}}')
+    upload = upload_create(name="agents", sources=[agent_log.write(tmp_path / "a.jsonl")],
+                           user=analyst, format="chat", tokenizer=bad)  # fmt: skip
+    upload = wait_for(finished(Upload, upload.pk))
+    assert upload.status == JobStatus.FAILED
+    assert "llama-tokenizer.json: not a Hugging Face tokenizer.json" in upload.message
+    assert "internal error" not in upload.message and ".tokenizer.json" not in upload.message
 
 
 def test_an_orphaned_tokenizer_is_purged_a_referenced_one_kept(settings, analyst, tmp_path):
