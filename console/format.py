@@ -6,8 +6,6 @@ the CSVs call them directly."""
 
 from __future__ import annotations
 
-import math
-
 # The console's name for a window or a lifetime in words (300 -> "5 min", 3600 -> "1 h").
 # Defined in the engine, which labels the comparison's rows with it; pages, charts and
 # comparisons all name windows through this one import, so they agree.
@@ -28,10 +26,11 @@ def gib_text(nbytes: float, digits: int = 2) -> str:
 
 
 def gib_number(nbytes: float) -> str:
-    """GiB without the unit, for chart labels: two decimals from 1 GiB, three significant
+    """GiB without the unit, for chart labels: from 1 GiB as gib_text writes it (two
+    decimals, thousands separators: a label and its card agree), three significant
     digits below it (a 0.004 GiB point would otherwise read 0.00)."""
     value = nbytes / GIB
-    return f"{value:.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
+    return f"{value:,.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
 
 
 def bytes_text(nbytes: float, digits: int = 2) -> str:
@@ -55,27 +54,6 @@ def percent_text(ratio: float, digits: int = 1) -> str:
     return f"{ratio * 100:.{digits}f} %"
 
 
-def percent_split_texts(total: float, parts: list[float], digits: int = 1) -> list[str]:
-    """`parts` of the ratio `total` (they sum to it) as percentages that also sum to
-    total's own text: each rounded down, then the steps still missing go to the parts
-    closest to their next step (largest remainders). "46.2 % = 30.1 % + 16.1 %" never
-    reads "46.2 % = 30.1 % + 16.2 %", which rounding each apart may give."""
-    step = 10.0**-digits
-    want = round(float(f"{total * 100:.{digits}f}") / step)  # the steps total's text shows
-    scaled = [max(part, 0.0) * 100 / step for part in parts]
-    units = [math.floor(s) for s in scaled]
-    by_remainder = sorted(range(len(parts)), key=lambda i: units[i] - scaled[i])
-    missing = want - sum(units)
-    for i in by_remainder[: max(missing, 0)]:
-        units[i] += 1
-    # parts summing past their total (not the engine's: it splits its own hits) lose the
-    # excess from the largest, never going below zero
-    while missing < 0 and any(units):
-        units[units.index(max(units))] -= 1
-        missing += 1
-    return [f"{unit * step:.{digits}f} %" for unit in units]
-
-
 __all__ = [
     "BYTE_UNITS",
     "GIB",
@@ -84,7 +62,6 @@ __all__ = [
     "gib_number",
     "gib_text",
     "percent",
-    "percent_split_texts",
     "percent_text",
     "window_name",
 ]

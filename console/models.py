@@ -107,7 +107,10 @@ class Upload(Job):
     requests_done = models.BigIntegerField(default=0)
     skipped_so_far = models.BigIntegerField(default=0)
     # what the ingest produced
-    source_format = models.CharField(max_length=10, blank=True)
+    source_format = models.CharField(max_length=10, blank=True)  # the stream kind
+    # what the reader read: "chat", "csv", "mooncake" or "bailian" (the streams' header;
+    # "" for an upload ingested before it was kept: its source_format says as much)
+    log_format = models.CharField(max_length=10, blank=True)
     streams = models.JSONField(default=dict, blank=True)  # {"256": "/artifacts/.../b256"}
     requests = models.BigIntegerField(default=0)
     skipped_lines = models.BigIntegerField(default=0)

@@ -14,9 +14,9 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from console.format import bytes_text, gib_text, percent_split_texts, percent_text, window_name
+from console.format import bytes_text, gib_text, percent_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
-from console.uploads.prompts import TOOLS_POSITION_PLACED
+from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
 register = template.Library()
 OUT_OF_RANGE = "out of range"
@@ -155,17 +155,30 @@ def index(sequence, position: int):
 @register.filter
 def hit_split(ratios: dict, prefix: str = "") -> dict | None:
     """A hit ratio and its same-session and cross-session parts (metrics.md section 7) as
-    texts that add up: {"total", "same", "cross"}, read from <prefix>hit_ratio,
+    texts: {"total", "same", "cross", "sign"}, read from <prefix>hit_ratio,
     <prefix>same_session_hit_ratio and <prefix>cross_session_hit_ratio (a window, the
-    recommendation, or the report with prefix "infinite_"). None when a report stored
+    recommendation, or the report with prefix "infinite_"). Each part is rounded on its
+    own, so an unchanged part reads the same on every card; when the parts' texts then
+    miss the total's last digit, `sign` is "≈" (else "="). None when a report stored
     before the split has no parts, or a value is no finite number."""
     keys = [f"{prefix}{name}hit_ratio" for name in ("", "same_session_", "cross_session_")]
     values = [_finite(ratios.get(key)) if ratios else None for key in keys]
     if any(value is None for value in values):
         return None
-    total, same, cross = values
-    same_text, cross_text = percent_split_texts(total, [same, cross])
-    return {"total": percent_text(total), "same": same_text, "cross": cross_text}
+    total, same, cross = (percent_text(value) for value in values)
+    # the texts' own numbers (one decimal each): does what is written add up?
+    adds_up = f"{float(same[:-2]) + float(cross[:-2]):.1f} %" == total
+    return {"total": total, "same": same, "cross": cross, "sign": "=" if adds_up else "≈"}
+
+
+@register.filter
+def log_format(upload) -> str:
+    """What the reader read of an upload, in words ("gateway CSV"); before the ingest, the
+    format chosen ("auto": found when read)."""
+    read = upload_log_format(upload)
+    if read or upload.format == "auto":
+        return read or "detected when read"
+    return log_format_name(upload.format)
 
 
 @register.filter

@@ -34,11 +34,14 @@ def first_analysis_block_size(sizes: Sequence[int], source_format: str) -> int:
 
 
 def default_block_size(upload: Upload) -> int:
-    """The analysis form's block size when no analysis is done yet: as the first one's."""
+    """The analysis form's block size when no analysis is done yet: as the first one's.
+    Before the streams exist, the format's own: the one read, else the one chosen (a
+    Bailian trace's 16 tokens; its stream kind, "mooncake", would say 512)."""
     sizes = upload.available_block_sizes
     if sizes:
         return first_analysis_block_size(sizes, upload.source_format)
-    return DEFAULT_BLOCK_TOKENS.get(upload.source_format, FIRST_ANALYSIS_BLOCK_TOKENS)
+    log_format = upload.log_format or upload.source_format or upload.format
+    return DEFAULT_BLOCK_TOKENS.get(log_format, FIRST_ANALYSIS_BLOCK_TOKENS)
 
 
 def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:

@@ -33,7 +33,7 @@ from console.uploads.curve_charts import compare_figure, mrc_figure
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 3
+CHARTS_VERSION = 4
 
 
 def working_set_figure(report: dict) -> dict:

@@ -3,9 +3,10 @@ dicts (console.uploads.charts draws a report's whole set; its rules hold here: e
 is read from the report, converted for display only).
 
 The curve is the total hit ratio over the capacity (GiB, log axis), drawn over a stacked
-band of its two parts (metrics.md section 7): cross-session hits (shared material) from
-zero, same-session hits (conversation history) on them; with the ceiling, the infinite
-cache when a lifetime makes it differ, and the recommended point.
+band of its two parts (metrics.md section 7) when the log names sessions: cross-session
+hits (shared material) from zero, same-session hits (conversation history) on them; with
+the ceiling, the infinite cache when a lifetime makes it differ, and the recommended
+point.
 """
 
 from __future__ import annotations
@@ -70,7 +71,32 @@ def _recommended_label(report: dict) -> str:
     return f"{capacity}<br>{headroom} {ram}"
 
 
-def _curve_trace(xs: list[float], ys: list[float]) -> go.Scatter:
+def _split_points(report: dict) -> list[dict]:
+    """The curve's points when they carry the same-/cross-session split and the log names
+    sessions; else none. A log without session ids (the bundled sample, Mooncake traces)
+    has every request its own session: its "same-session" part is empty by construction,
+    not a finding, so no band is drawn for it."""
+    points = report.get("mrc") or []
+    keys = [band[1] for band in SESSION_BAND]
+    if not report.get("session_share") or not points:
+        return []
+    if any(key not in point for point in points for key in keys):
+        return []  # a report stored before the split
+    return points
+
+
+def _curve_trace(xs: list[float], ys: list[float], split: list[dict]) -> go.Scatter:
+    """The total hit ratio; with the split, its hover names both parts at that capacity
+    (the same-session band's points lie on this line, so their own hover never won)."""
+    hover = "%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit"
+    parts: dict = {}
+    if split:  # same-session first, as the cards say it (and the band lies)
+        bands = SESSION_BAND[::-1]
+        parts["customdata"] = [[percent(p[band[1]]) for band in bands] for p in split]
+        hover += "".join(
+            f"<br>{name} ({what}): %{{customdata[{i}]:.1f}}%"
+            for i, (_, _, name, what, _, _) in enumerate(bands)
+        )
     return go.Scatter(
         x=xs,
         y=ys,
@@ -78,24 +104,23 @@ def _curve_trace(xs: list[float], ys: list[float]) -> go.Scatter:
         name="LRU hit ratio",
         uid="curve",
         line={"color": PALETTE[0], "width": 2.5},
-        hovertemplate="%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit<extra></extra>",
+        hovertemplate=f"{hover}<extra></extra>",
+        **parts,
     )
 
 
-def _band_traces(report: dict, xs: list[float]) -> list[go.Scatter]:
+def _band_traces(split: list[dict], xs: list[float]) -> list[go.Scatter]:
     """The hits under the curve split by who touched the block before: cross-session hits
     (shared material) from zero, same-session hits (conversation history) stacked on them,
-    so the curve drawn over them is their sum. None for a report stored before the split.
+    so the curve drawn over them is their sum (see _split_points for when there are none).
     Each trace's y is its own share (plotly.js stacks them); listed after the curve in the
-    legend, the upper one first, as they lie."""
-    points = report.get("mrc") or []
-    keys = [band[1] for band in SESSION_BAND]
-    if not points or any(key not in point for point in points for key in keys):
+    legend, the upper one first, as they lie. Their values show in the curve's hover."""
+    if not split:
         return []
     return [
         go.Scatter(
             x=xs,
-            y=[percent(p[key]) for p in points],
+            y=[percent(p[key]) for p in split],
             mode="lines",
             stackgroup="sessions",
             name=name,
@@ -103,9 +128,9 @@ def _band_traces(report: dict, xs: list[float]) -> list[go.Scatter]:
             legendrank=1002 - i,
             line={"color": colour, "width": 0.5},
             fillcolor=fill,
-            hovertemplate=f"%{{x:.2f}} GiB<br>{name} ({what}): %{{y:.1f}}%<extra></extra>",
+            hoverinfo="skip",
         )
-        for i, (uid, key, name, what, colour, fill) in enumerate(SESSION_BAND)
+        for i, (uid, key, name, _, colour, fill) in enumerate(SESSION_BAND)
     ]
 
 
@@ -210,10 +235,11 @@ def mrc_figure(report: dict) -> dict:
     block lifetime, if any), the infinite-cache hit ratio when a lifetime makes it differ,
     and the recommended point."""
     xs, ys = _curve_xy(report)
+    split = _split_points(report)
     fig = go.Figure()
-    for band in _band_traces(report, xs):  # under the curve, which is drawn over them
+    for band in _band_traces(split, xs):  # under the curve, which is drawn over them
         fig.add_trace(band)
-    fig.add_trace(_curve_trace(xs, ys))
+    fig.add_trace(_curve_trace(xs, ys, split))
     unresolved = [p for p in report["mrc"] if p.get("resolved") is False]
     if unresolved:  # a SHARDS-sampled curve is noise below 100 / R slots: say so on it
         fig.add_trace(_unresolved_trace(report, unresolved))

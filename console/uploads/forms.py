@@ -120,7 +120,8 @@ class UploadForm(forms.Form):
         required=False,
         label="Tokenizer (optional)",
         widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
-        help_text="The model's own tokenizer (a Hugging Face tokenizer.json, read offline); "
+        help_text="Chat bodies only (a pre-hashed trace has no text to count): the model's "
+        "own tokenizer (a Hugging Face tokenizer.json, read offline); "
         f"cl100k_base if none. At most {TOKENIZER_MAX_BYTES >> 20} MB; kept with the raw "
         "files and deleted with them.",
     )

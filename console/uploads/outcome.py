@@ -128,6 +128,7 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             stage="done",
             finished_at=now,
             source_format=first.source_format,
+            log_format=first.log_format,
             streams=paths,
             requests=first.requests,
             requests_done=first.requests,

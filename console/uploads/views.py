@@ -253,7 +253,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_analyze": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
-            "carried": prompt_facts(report) if report else None,
+            "carried": prompt_facts(report, analysis.upload.log_format) if report else None,
             "tools_why": TOOLS_POSITION_WHY,
         },
     )

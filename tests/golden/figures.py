@@ -64,11 +64,27 @@ def sampled(report: dict) -> dict:
     return out
 
 
+def with_sessions(report: dict) -> dict:
+    """A log whose requests name sessions (the golden logs name none, and a curve without
+    sessions draws no band): half of them, and a quarter of every hit ratio (a point's,
+    a window's, the recommendation's, the infinite cache's) same-session, the rest
+    cross-session, as the engine's parts add up to their total."""
+    out = copy.deepcopy(report)
+    out["session_share"] = 0.5
+    for part, prefix in ((out, "infinite_"), (out["recommendation"], ""),
+                         *((point, "") for point in (*out["mrc"], *out["windows"]))):  # fmt: skip
+        total = part[f"{prefix}hit_ratio"]
+        part[f"{prefix}same_session_hit_ratio"] = total / 4
+        part[f"{prefix}cross_session_hit_ratio"] = total - total / 4
+    return out
+
+
 # name -> (golden report, edit)
 VARIANTS: dict[str, tuple[str, Callable[[dict], dict]]] = {
     "sample-reanalysis-budgets": ("sample-reanalysis", with_budgets),  # with a host budget
     "sample-default-budgets": ("sample-default", with_budgets),  # without one
     "mooncake-sampled": ("mooncake-default", sampled),
+    "sample-sessions": ("sample-default", with_sessions),  # the stacked band
 }
 # the curves compare_figure overlays: (label, golden report)
 COMPARED = (("default", "sample-default"), ("re-analysis", "sample-reanalysis"))

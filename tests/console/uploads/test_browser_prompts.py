@@ -33,6 +33,14 @@ CURVE_FACTS = """() => {
   };
 }"""
 
+# the tooltip plotly.js shows when the pointer is on the curve's last point
+CURVE_HOVER = """() => {
+  const el = document.getElementById('chart-mrc');
+  const curve = el.data.findIndex((t) => t.uid === 'curve');
+  Plotly.Fx.hover(el, [{curveNumber: curve, pointNumber: el.data[curve].x.length - 1}]);
+  return el.querySelector('.hoverlayer').textContent;
+}"""
+
 
 def test_the_analysis_of_an_agent_log_shows_what_its_prompts_carry(
     browser_page, analyst, tmp_path, settings
@@ -82,4 +90,10 @@ def test_the_analysis_of_an_agent_log_shows_what_its_prompts_carry(
     left, right = curve["label"]
     assert curve["chart"][0] <= left < right <= curve["chart"][1], curve  # not cut off
     page.screenshot(path="/tmp/kvscope-agent-analysis.png", full_page=True)
+    # one hover on the curve's last point names the total and both parts (every block kept
+    # there: the infinite cache's hits, worked out in agent_log.py)
+    tooltip = " ".join(page.evaluate(CURVE_HOVER).split())
+    assert f"{pct(same + cross)[:-2]}% of prompt tokens hit" in tooltip, tooltip
+    assert f"same-session (conversation history): {pct(same)[:-2]}%" in tooltip, tooltip
+    assert f"cross-session (shared material): {pct(cross)[:-2]}%" in tooltip, tooltip
     session.assert_clean()

@@ -1,8 +1,9 @@
 """The analysis page's "What the prompts carry" and the same-session / cross-session split
 (#14, metrics.md section 7), on the four-request agent log of agent_log.py whose shares
 and hits are known by construction: the block's shares, every hit-ratio card split, the
-curve's stacked band, the CSV columns; a pre-hashed trace says what does not apply; a
-report stored before the split still shows."""
+curve's stacked band and its one hover naming both parts, the CSV columns; each part
+rounded on its own; a log naming no sessions shows no split; a pre-hashed trace says what
+does not apply; a report stored before the split still shows."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import pytest
 from django.urls import reverse
 
 from bench.generate import mooncake_requests, write_jsonl
-from console.format import percent_split_texts
 from console.models import Analysis, Upload
+from console.templatetags.kvscope import hit_split
 from console.uploads.curve_charts import mrc_figure
 from console.uploads.services import upload_create
 from tests.console.factories import PASSWORD, default_analysis
 from tests.console.uploads import agent_log
 from tests.console.uploads.agent_log import pct
+from tests.golden.figures import golden_report
 
 pytestmark = pytest.mark.django_db(transaction=True)
 VOID_TAGS = {"br", "img", "input", "hr", "meta", "link", "wbr"}
@@ -102,8 +104,14 @@ def test_the_page_shows_what_the_prompts_carry(client, analyst, agents):
     share = agent_log.TOOL_TOKENS / agent_log.PROMPT_TOKENS
     assert _text(page, 'data-metric="tool_share"') == (
         f"{pct(share)} of prompt tokens, in 3 of 4 requests")  # fmt: skip
-    assert _text(page, 'data-metric="tools_position"') == (
-        "by model route (each request's chat template)")  # fmt: skip
+    # auto, by route (metrics.md section 7): Llama after the system prompt, Claude first;
+    # listed in the report's order of routes
+    placed = {"llama-3.1-8b": "after the system prompt",
+              "claude-sonnet-4": "first, before every message"}  # fmt: skip
+    routes = [row["route"] for row in agents.report["routes"]]
+    assert sorted(routes) == sorted(placed)
+    assert _text(page, 'data-metric="tools_position"') == "by model route: " + ", ".join(
+        f"{route} → {placed[route]}" for route in routes)  # fmt: skip
     assert "A prefix cache shares only the leading blocks" in _text(page, "data-tools-why")
     # 2 of 4 requests carry a session id; 1 of 4 a cache_control mark
     assert _text(page, 'data-metric="session_share"') == "50.0 % of requests carry one"
@@ -135,12 +143,55 @@ def test_every_hit_ratio_card_is_split_by_session(client, analyst, agents):
     assert "conversation's own history" in _text(page, "data-split-legend")
 
 
-def test_the_parts_add_up_to_the_total_as_written():
-    # 46.22 % shows 46.2 %; rounded apart its parts 30.17 and 16.05 would read 30.2 + 16.1
-    # = 46.3. Rounded down, 30.1 + 16.0 = 46.1: the step missing goes to the part with the
-    # larger remainder (0.7 of 30.17, against 0.5 of 16.05)
-    assert percent_split_texts(0.4622, [0.3017, 0.1605]) == ["30.2 %", "16.0 %"]
-    assert percent_split_texts(0.0, [0.0, 0.0]) == ["0.0 %", "0.0 %"]
+def _split(total: float, same: float, cross: float) -> dict:
+    return hit_split({"hit_ratio": total, "same_session_hit_ratio": same,
+                      "cross_session_hit_ratio": cross})  # fmt: skip
+
+
+def test_each_part_is_rounded_on_its_own():
+    # one cross-session share, 50.748 %, in two windows whose same-session shares differ:
+    # 10.000 % (total 60.748 % -> 60.7 %) and 10.040 % (total 60.788 % -> 60.8 %). Rounded
+    # on its own it reads 50.7 % in both; made to add up to 60.8 % the second window's
+    # missing step went to it (the larger remainder, .748 against .040): 50.8 %
+    first = _split(0.60748, 0.10000, 0.50748)
+    second = _split(0.60788, 0.10040, 0.50748)
+    assert (first["same"], first["cross"], first["total"]) == ("10.0 %", "50.7 %", "60.7 %")
+    assert (second["same"], second["cross"], second["total"]) == ("10.0 %", "50.7 %", "60.8 %")
+    # 10.0 + 50.7 = 60.7: the first adds up as written, the second misses 60.8 by a step
+    assert (first["sign"], second["sign"]) == ("=", "≈")
+
+
+def test_a_log_naming_no_sessions_shows_no_split(client, analyst, agents):
+    # the agent log with its session ids taken out of the report, as one naming none:
+    # every part of its hits is cross-session by construction, not a finding
+    report = copy.deepcopy(agents.report)
+    report["session_share"] = 0.0
+    upload = Upload.objects.get()
+    stored = Analysis.objects.create(
+        upload=upload, block_tokens=16, params=agents.params, report=report, status="done"
+    )
+    page = _page(client, analyst, stored)
+    assert "data-split=" not in page and "data-split-legend" not in page
+    assert _text(page, "data-no-sessions").startswith("The log names no sessions, so the hit "
+                                                      "ratios are not split")  # fmt: skip
+    assert _text(page, 'data-metric="session_share"') == (
+        "none: each request is its own session, so history and shared material are not "
+        "told apart")  # fmt: skip
+    # the curve: the total line alone, no band and so no legend swatch for one
+    figure = mrc_figure(report)
+    uids = [trace.get("uid") for trace in figure["data"]]
+    assert "same-session" not in uids and "cross-session" not in uids
+    assert not any("stackgroup" in trace for trace in figure["data"])
+    (curve,) = [trace for trace in figure["data"] if trace.get("uid") == "curve"]
+    assert "customdata" not in curve and "session" not in curve["hovertemplate"]
+
+
+def test_the_bundled_sample_names_no_sessions_and_draws_no_band():
+    # the golden report of the bundled sample: its generator writes no session ids
+    report = golden_report("sample-default")
+    assert report["session_share"] == 0.0
+    uids = [trace.get("uid") for trace in mrc_figure(report)["data"]]
+    assert uids[0] == "curve" and "same-session" not in uids
 
 
 def test_the_curve_has_the_stacked_band_under_its_total(agents):
@@ -163,6 +214,27 @@ def test_the_curve_has_the_stacked_band_under_its_total(agents):
     assert cross["y"][-1] == pytest.approx(
         100 * agent_log.CROSS_SESSION_HIT_TOKENS / agent_log.PROMPT_TOKENS)  # fmt: skip
     assert figure["layout"]["legend"]["traceorder"] == "normal"
+
+
+def test_one_hover_on_the_curve_names_the_total_and_both_parts(agents):
+    figure = mrc_figure(agents.report)
+    cross, same, curve = figure["data"][:3]
+    # the band's own points give no tooltip (the upper one's sit on the curve, which won
+    # the hover): the curve's says all three at that capacity
+    assert cross["hoverinfo"] == same["hoverinfo"] == "skip"
+    assert curve["customdata"] == [[p["same_session_hit_ratio"] * 100,
+                                    p["cross_session_hit_ratio"] * 100]
+                                   for p in agents.report["mrc"]]  # fmt: skip
+    assert curve["hovertemplate"] == (
+        "%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit"
+        "<br>same-session (conversation history): %{customdata[0]:.1f}%"
+        "<br>cross-session (shared material): %{customdata[1]:.1f}%<extra></extra>"
+    )
+    # the hover stays with the point under the pointer (plotly's "closest"), so the
+    # recommended marker's tooltip shows at the marker, not in a box for the whole x
+    assert figure["layout"].get("hovermode", "closest") == "closest"
+    (rec,) = [trace for trace in figure["data"] if trace.get("uid") == "recommended"]
+    assert rec["hovertemplate"] == "%{text}<br>%{y:.1f}% hit<extra></extra>"
 
 
 def test_the_downloads_carry_the_split(client, analyst, agents):
@@ -204,12 +276,11 @@ def test_a_pre_hashed_trace_says_what_does_not_apply(client, analyst, tmp_path):
         "apply" in _text(page, "data-pre-hashed")  # fmt: skip
     for absent in ("tool_share", "tools_position", "cache_control_share", "tokenizer"):
         assert f'data-metric="{absent}"' not in page
-    assert _text(page, 'data-metric="log_format"') == "Mooncake trace (pre-hashed)"
-    # a Mooncake trace names no session: every hit is cross-session
+    assert _text(page, 'data-metric="log_format"') == "Mooncake trace"
+    # a Mooncake trace names no session: no card splits its hits, the page says why once
+    assert analysis.report["session_share"] == 0.0
     assert _text(page, 'data-metric="session_share"').startswith("none: each request is its own")
-    report = analysis.report
-    assert _text(page, 'data-split="infinite"') == (
-        f"= 0.0 % same-session + {pct(report['infinite_hit_ratio'])} cross-session")  # fmt: skip
+    assert "data-split=" not in page and "data-no-sessions" in page
 
 
 def test_a_report_stored_before_the_split_still_shows(client, analyst, agents):

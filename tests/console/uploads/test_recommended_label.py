@@ -36,8 +36,8 @@ def test_the_label_sits_beside_its_point_on_the_side_with_room(name):
     assert note["y"] == pytest.approx(rec["hit_ratio"] * 100)
     assert note["xanchor"] == ("right" if position > 0.5 else "left")
     lines = note["text"].split("<br>")
-    assert lines[0] == f"recommended {x:.2f} GiB"
-    assert lines[-1].endswith(f"→ {rec['ram_bytes'] / GIB:.2f} GiB")
+    assert lines[0] == f"recommended {x:,.2f} GiB"  # with thousands separators, as the card
+    assert lines[-1].endswith(f"→ {rec['ram_bytes'] / GIB:,.2f} GiB")
     assert max(len(line) for line in lines) <= 33  # a third of a chart at most
 
 

@@ -407,8 +407,9 @@ def test_a_warm_up_is_chosen_on_the_form_and_said_on_the_page(client, done_uploa
     assert analysis.params["warmup"] == 0.5
     assert report["warmup_requests"] == report["requests"] // 2
     page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
-    assert "data-warmup" in page and "50 % of them" in page
-    assert f"after the first {report['warmup_requests']:,}" in page
+    # half of the requests (floor(0.5 x requests)), named as requests, then the share
+    assert "data-warmup" in page
+    assert f"leaves out the first {report['requests'] // 2:,} requests (warm-up 50 %)" in page
     # the first analysis had none, and says nothing
     first = Analysis.objects.filter(upload=done_upload).earliest("pk")
     assert first.report["warmup_requests"] == 0
