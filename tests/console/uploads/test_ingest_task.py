@@ -123,7 +123,10 @@ def test_a_gateway_csv_upload_is_read_whole_not_split(chat_log, tmp_path, settin
     settings.KVSCOPE_INGEST_PARTS = 3
     settings.KVSCOPE_PARALLEL_MIN_BYTES = 1
     log = as_gateway_csv(chat_log, tmp_path / "gateway.csv")
-    assert upload_create(name="jsonl", sources=[chat_log]).ingest_parts == 3
+    jsonl = upload_create(name="jsonl", sources=[chat_log])
+    assert jsonl.ingest_parts == 3
+    # (waited for: with a real worker, its parts must not outlive the test's database)
+    assert wait_for(finished(Upload, jsonl.pk)).status == JobStatus.DONE
     for upload in (upload_create(name="csv", sources=[log]),
                    upload_create(name="csv, 3 parts asked", sources=[log], parts=3)):  # fmt: skip
         assert upload.ingest_parts == 1

@@ -188,13 +188,15 @@ def test_a_file_that_is_no_tokenizer_is_a_form_error(
     _login(client, analyst)
     bad = tmp_path / "tokenizer.json"
     bad.write_bytes(content)
+    raw = Path(settings.MEDIA_ROOT) / "raw"
+    before = set(raw.glob("*"))  # (a real worker's media folder holds other tests' files)
     response = _post(client, agent_log.write(tmp_path / "a.jsonl"), bad)
     assert response.status_code == 200  # the form again, with the reason under the field
     page = response.content.decode().replace("&quot;", '"')
     assert reason in page
     assert 'id="id_tokenizer_error"' in page
     assert not Upload.objects.exists()
-    assert not list((Path(settings.MEDIA_ROOT) / "raw").glob("*"))  # nothing stored
+    assert set(raw.glob("*")) == before  # nothing stored
 
 
 def test_a_tokenizer_past_the_size_limit_is_refused_unread():
