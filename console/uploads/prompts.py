@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.ingest import FORMATS
+from analysis.ingest import FORMATS, IngestOptions
+from analysis.ingest.options import STREAM_KIND
 from analysis.readers import TOOLS_POSITIONS
 from analysis.readers.render import position_for
 from console.format import percent_text
@@ -28,7 +29,8 @@ LOG_FORMAT_NAMES = {
     "mooncake": "Mooncake trace",
     "bailian": "Bailian trace",
 }
-PRE_HASHED = {"mooncake", "bailian"}
+# the formats whose logs are pre-hashed traces (no text: no tools, no tokenizer)
+PRE_HASHED = frozenset(name for name, kind in STREAM_KIND.items() if kind == "mooncake")
 # the routes the page names with their tools placement (auto); the rest are counted
 PLACED_ROUTES_SHOWN = 6
 
@@ -53,7 +55,7 @@ TOOLS_POSITION_WHY = (
     "definitions placed before everything that varies are shared by every request that "
     "carries them, placed after the conversation they are computed again each time."
 )
-DEFAULT_TOKENIZER = "cl100k_base"
+DEFAULT_TOKENIZER = IngestOptions.encoding  # (reports stored before they named one)
 
 
 @dataclass(frozen=True)
