@@ -36,6 +36,53 @@ class HostBudget:
         return self.host_ram_bytes - sum(self.reserves_bytes.values())
 
 
+# metrics.md section 8: how a fleet's router assigns requests to replicas
+ROUTERS = ("round_robin", "session", "prefix", "pooled")
+
+
+@dataclass(frozen=True)
+class FleetParams:
+    """A route served by `replicas` instances behind a router (metrics.md section 8): each
+    replica has a GPU prefix cache of `gpu_cache_bytes` in front of its host RAM, and a
+    block enters host RAM at its `store_threshold`-th reference."""
+
+    replicas: int = 1
+    # the routers to compare; empty: every router when replicas > 1, else round robin
+    routers: tuple[str, ...] = ()
+    prefix_threshold: float = 0.5
+    gpu_cache_bytes: int = 0
+    store_threshold: int = 1
+
+    def chosen_routers(self) -> tuple[str, ...]:
+        if self.routers:
+            return self.routers
+        return ROUTERS if self.replicas > 1 else ("round_robin",)
+
+    def validate(self) -> None:
+        if not 1 <= self.replicas <= 1024:
+            raise ValueError("replicas must be between 1 and 1024")
+        unknown = [r for r in self.routers if r not in ROUTERS]
+        if unknown:
+            raise ValueError(f"routers must be among {', '.join(ROUTERS)}, not {unknown[0]}")
+        if len(set(self.routers)) != len(self.routers):
+            raise ValueError("each router may be named once")
+        if not 0 <= self.prefix_threshold <= 1:
+            raise ValueError("the prefix threshold must be a share in [0, 1]")
+        if self.gpu_cache_bytes < 0:
+            raise ValueError("the GPU prefix cache must be >= 0 bytes")
+        if not 1 <= self.store_threshold <= 1000:
+            raise ValueError("the store threshold must be between 1 and 1000 references")
+
+    def report_dict(self) -> dict:
+        return {
+            "replicas": self.replicas,
+            "routers": list(self.chosen_routers()),
+            "prefix_threshold": self.prefix_threshold,
+            "gpu_cache_bytes": self.gpu_cache_bytes,
+            "store_threshold": self.store_threshold,
+        }
+
+
 @dataclass(frozen=True)
 class AnalysisParams:
     windows_s: tuple[float, ...] = DEFAULT_WINDOWS
@@ -54,6 +101,8 @@ class AnalysisParams:
     host: HostBudget | None = None
     # host RAM per replica whose hit ratio to report (metrics.md section 9), GiB
     budgets_gib: tuple[float, ...] = ()
+    # replicas, routers, a GPU tier and admission (metrics.md section 8); None: one cache
+    fleet: FleetParams | None = None
     # the curve is exact up to this many block references, SHARDS-sampled beyond
     mrc_exact_limit: int = 20_000_000
     shards_rate: float | None = None  # None: enough for ~4 M sampled references
@@ -87,6 +136,8 @@ class AnalysisParams:
             self.serving.validate()
         if any(not 0 < b < 1e9 for b in self.budgets_gib):
             raise ValueError("budgets must be positive, finite numbers of GiB")
+        if self.fleet is not None:
+            self.fleet.validate()
 
     def report_dict(self) -> dict:
         """The parameters as the report's `params` records them."""
@@ -103,6 +154,7 @@ class AnalysisParams:
             "model": self.profile.name,
             "kv_dtype": self.kv_dtype or self.profile.dtype,
             "budgets_gib": list(self.budgets_gib),
+            "fleet": self.fleet.report_dict() if self.fleet is not None else None,
         }
 
 
