@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from console.format import GIB
 from console.policies.body import END_OF_LIFE_EVENTS, FAILURES, persistent_tier_enabled
+from console.policies.fleet import policy_fleet, router_entry
 from console.policies.serving import differences, engine_problems, sizing
 
 
@@ -131,11 +132,26 @@ def _check_failure_and_disk(body: dict, error: AddFinding) -> None:
                 error("disk_contract", f"The disk tier contract must say {what}.")
 
 
+def _check_fleet_router(body: dict, report: dict, error: AddFinding) -> None:
+    """A router picked for the sizes must be one the linked analysis modelled."""
+    picked = body.get("fleet_router")
+    if not picked:
+        return
+    fleet = report.get("fleet")
+    if not fleet:
+        error("tiers", f"The router “{picked}” is picked, but the linked analysis has no fleet.")
+    elif router_entry(fleet, picked) is None:
+        modelled = ", ".join(r["router"] for r in fleet.get("routers") or [])
+        error("tiers", f"The linked analysis did not model the router “{picked}” ({modelled}).")
+
+
 def _check_against_evidence(
     body: dict, report: dict, tenants_in_traffic: int, error: AddFinding, warning: AddFinding
 ) -> None:
+    # the host budget is one node's: with a fleet each replica's RAM tier is on its own node
     host = report["recommendation"].get("host")
     ram = body["tiers"]["cpu_ram"]
+    per_replica = " per replica" if policy_fleet(body) else ""
     if (
         host
         and ram["enabled"]
@@ -144,9 +160,11 @@ def _check_against_evidence(
     ):
         error(
             "tiers",
-            f"CPU RAM {ram['size_gib']:g} GiB is above the host budget of the linked "
-            f"analysis ({host['available_bytes'] / GIB:.1f} GiB after reserves).",
+            f"CPU RAM {ram['size_gib']:g} GiB{per_replica} is above the host budget "
+            f"{'per node ' if per_replica else ''}of the linked analysis "
+            f"({host['available_bytes'] / GIB:.1f} GiB after reserves).",
         )
+    _check_fleet_router(body, report, error)
     measured = max((w["window_s"] for w in report["windows"]), default=0)
     if body["lifetime_s"] and body["lifetime_s"] > measured:
         warning(
@@ -170,6 +188,13 @@ def _check_against_rerun(body: dict, report: dict, warning: AddFinding) -> None:
         return
     rec = report["recommendation"]
     need, headroom = rec["ram_bytes"], rec["headroom"]
+    fleet, per_replica = policy_fleet(body), ""
+    if fleet is not None:
+        # the policy's RAM is per replica: against the re-run's same router, per replica
+        entry = router_entry(report.get("fleet") or {}, fleet["router"])
+        if entry is None:  # a re-run without that router's fleet: nothing to compare with
+            return
+        need, per_replica = entry["recommendation"]["ram_bytes"], " per replica"
     size = ram["size_gib"] * GIB
     lifetime = rec.get("lifetime_s")
     what = (
@@ -178,13 +203,16 @@ def _check_against_rerun(body: dict, report: dict, warning: AddFinding) -> None:
         else f"the re-run with the policy's scope ({report['scope']})"
     )
     if need <= 0:
-        warning("tiers", f"CPU RAM {ram['size_gib']:g} GiB, but {what} finds nothing to keep.")
+        warning(
+            "tiers",
+            f"CPU RAM {ram['size_gib']:g} GiB{per_replica}, but {what} finds nothing to keep.",
+        )
     elif abs(size - need) > headroom * need:
         warning(
             "tiers",
-            f"CPU RAM {ram['size_gib']:g} GiB is {abs(size - need) / need:.0%} "
-            f"{'above' if size > need else 'below'} the {need / GIB:.2f} GiB {what} "
-            f"recommends: more than its headroom of {headroom:.0%}.",
+            f"CPU RAM {ram['size_gib']:g} GiB{per_replica} is {abs(size - need) / need:.0%} "
+            f"{'above' if size > need else 'below'} the {need / GIB:.2f} GiB{per_replica} "
+            f"{what} recommends: more than its headroom of {headroom:.0%}.",
         )
 
 

@@ -23,6 +23,11 @@ A route keeps as many tokens: per rank = tokens x the route's per-rank bytes per
 the KV dtype its engine holds), total = per rank x the route's TP; rounded up to 0.01 GB.
 A route kvscope has no profile for keeps the policy's total / TP, said in a comment.
 LMCache reads one mapping from LMCACHE_CONFIG_FILE: one file per distinct configuration.
+
+With a fleet in the evidence (console.policies.fleet), those sizes are each replica's: the
+vLLM export gives one command per replica, Helm sets modelSpec[].replicaCount and
+routerSpec.routingLogic, LMCache (which has no replica count) says it in a comment, and
+every export names the router the sizes are for and why.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ from urllib.parse import quote
 
 import yaml
 
+from console.policies.fleet import ROUTING_LOGIC, fleet_lines, policy_fleet
 from console.policies.serving import Served, Sizing, served_routes, sizing
 
 _CACHE_POLICY = {"evict_lru": "LRU", "evict_lifetime_first": "LRU", "refuse_store": "LRU"}
 
 
-def _header(meta: dict) -> list[str]:
+def _header(meta: dict, body: dict | None = None) -> list[str]:
+    fleet = policy_fleet(body) if body is not None else None
     return [
         f"kvscope policy {meta['name']!r} version {meta['version']} (approved "
         f"{meta['approved_at']} by {meta['approved_by']})",
@@ -54,6 +61,7 @@ def _header(meta: dict) -> list[str]:
             if meta["scope"] == "user"
             else ""
         ),
+        *(fleet_lines(fleet) if fleet else []),
     ]
 
 
@@ -212,7 +220,7 @@ def lmcache_yaml(body: dict, meta: dict, *, chunk_size: int, route: str | None =
             raise ExportChoice(f"{route} is not a route this version governs.")
     group = [row for row in _sizes(body) if row[0].route in routes]
     _, ram, disk = group[0]
-    lines = [*_header(meta), f"save as {name}", f"for routes: {', '.join(routes)}"]
+    lines = [*_header(meta, body), f"save as {name}", f"for routes: {', '.join(routes)}"]
     others = [(n, r) for n, r in files if n != name]
     if others:
         lines += [
@@ -227,6 +235,8 @@ def lmcache_yaml(body: dict, meta: dict, *, chunk_size: int, route: str | None =
         "sizes are per tensor-parallel worker "
         + (f"({tps[0]} ranks)" if len(tps) == 1 else f"(ranks: {', '.join(map(str, tps))})")
     ]
+    if fleet := policy_fleet(body):
+        lines += [f"every one of the {fleet['replicas']} replicas reads this file"]
     comments = "".join(f"# {line}\n" for line in lines)
     config = lmcache_config(body, meta, chunk_size=chunk_size, ram=ram, disk=disk)
     return comments + yaml.safe_dump(config, sort_keys=False)
@@ -243,7 +253,9 @@ def vllm_flags(body: dict, meta: dict) -> str:
     """`vllm serve` command lines for every governed route: native CPU offload, and the
     LMCache alternative with its own LMCache file."""
     connector = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
-    lines = [f"# {line}" for line in _header(meta)]
+    lines = [f"# {line}" for line in _header(meta, body)]
+    fleet = policy_fleet(body)
+    replicas = fleet["replicas"] if fleet else 1
     for s, ram, disk in _sizes(body):
         native = ["vllm", "serve", s.model, *_vllm_common(s)]
         if ram and ram.total:
@@ -255,16 +267,35 @@ def vllm_flags(body: dict, meta: dict) -> str:
         lmcache = ["vllm", "serve", s.model, *_vllm_common(s), "--kv-transfer-config", connector]
         config_file = lmcache_file_of(body, s.route)
         lines += [f"# {line}" for line in _notes(s, ram, disk)]
-        lines += ["# native CPU KV offload (--kv-offloading-size is GiB, total over TP ranks):"]
-        lines += [shlex.join(native)]
-        lines += [f"# or the LMCache connector, with this route's LMCache YAML as {config_file}:"]
-        lines += [f"LMCACHE_CONFIG_FILE={config_file} " + shlex.join(lmcache)]
+        each = f", one command per replica ({replicas})" if fleet else ""
+        lines += [
+            "# native CPU KV offload (--kv-offloading-size is GiB, total over TP ranks"
+            + (", per replica" if fleet else "")
+            + f"){each}:"
+        ]
+        lines += _per_replica([shlex.join(native)] * replicas, fleet)
+        lines += [
+            f"# or the LMCache connector, with this route's LMCache YAML as {config_file}{each}:"
+        ]
+        lmcache_line = f"LMCACHE_CONFIG_FILE={config_file} " + shlex.join(lmcache)
+        lines += _per_replica([lmcache_line] * replicas, fleet)
     return "\n".join(lines) + "\n"
+
+
+def _per_replica(commands: list[str], fleet: dict | None) -> list[str]:
+    """The commands as they are without a fleet; with one, each under its replica's name."""
+    if fleet is None:
+        return commands
+    out = []
+    for i, command in enumerate(commands, start=1):
+        out += [f"# replica {i} of {len(commands)}", command]
+    return out
 
 
 def helm_values(body: dict, meta: dict) -> str:
     """production-stack values: one modelSpec per governed route."""
     disk_tier = body["tiers"]["local_disk"]
+    fleet = policy_fleet(body)
     specs, notes = [], []
     for s, ram, disk in _sizes(body):
         lmcache: dict = {
@@ -285,11 +316,16 @@ def helm_values(body: dict, meta: dict) -> str:
             },
             "lmcacheConfig": lmcache,
         }
+        if fleet:  # production-stack: that many identical engine pods of this model
+            spec["replicaCount"] = fleet["replicas"]
         if disk:
             spec["env"] = [{"name": "LMCACHE_LOCAL_DISK", "value": f"file://{disk_tier['path']}"}]
         specs.append(spec)
         notes += _notes(s, ram, disk)
-    values = {"servingEngineSpec": {"modelSpec": specs}}
-    comments = "".join(f"# {line}\n" for line in _header(meta) + notes)
-    comments += "# buffer sizes are GB per worker (production-stack maps them to LMCACHE_*)\n"
+    values: dict = {"servingEngineSpec": {"modelSpec": specs}}
+    if fleet:
+        values["routerSpec"] = {"routingLogic": ROUTING_LOGIC[fleet["router"]]}
+    comments = "".join(f"# {line}\n" for line in _header(meta, body) + notes)
+    comments += "# buffer sizes are GB per worker (production-stack maps them to LMCACHE_*)"
+    comments += " of each replica\n" if fleet else "\n"
     return comments + yaml.safe_dump(values, sort_keys=False)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from django import forms
 
+from analysis.compare import router_name
+from analysis.params import ROUTERS
 from analysis.profiles import DTYPE_BYTES, KVProfile
 from console.models import Analysis, BenchRun, JobStatus
 from console.policies.body import (
@@ -195,6 +197,13 @@ class PolicyForm(forms.Form):
     )
     cpu_ram_enabled = forms.BooleanField(required=False, label="CPU RAM tier enabled")
     cpu_ram_size_gib = _gib("CPU RAM (GiB)")
+    # metrics.md section 8: with a fleet the tiers are per replica, for one router's curve
+    fleet_router = forms.ChoiceField(
+        choices=[("", "the one with the highest fleet ceiling")]
+        + [(r, router_name(r)) for r in ROUTERS],
+        required=False,
+        label="Router the sizes are for (an analysis with a fleet; sizes per replica)",
+    )
     no_persistent_storage = forms.BooleanField(
         required=False, label="No persistent storage of content (forces disk and remote off)"
     )
@@ -294,6 +303,8 @@ class PolicyForm(forms.Form):
         )
         for name, (*sections, key) in BODY_PATHS.items():
             _section(body, sections)[key] = d[name]
+        if d.get("fleet_router"):  # absent unless picked: a body without a fleet is as it was
+            body["fleet_router"] = d["fleet_router"]
         return body
 
 
@@ -311,6 +322,7 @@ def initial_from_body(body: dict, analysis: Analysis | None) -> dict:
         "routes": ", ".join(body["routes"]),
         "serving": serving_text(body.get("serving") or {}),
         "tenants": ", ".join(body["tenants"]),
+        "fleet_router": body.get("fleet_router") or "",
     }
     for name, (*sections, key) in BODY_PATHS.items():
         # a section may be absent: the disk contract is None without a disk or remote tier

@@ -147,7 +147,7 @@ def version_update(
     _require(can_analyze(user), "Only analysts edit policies.")
     _require_open(version)
     body = normalize(copy.deepcopy(body))
-    body["evidence"] = analysis_evidence(analysis)
+    body["evidence"] = analysis_evidence(analysis, body.get("fleet_router"))
     if bench_runs:
         body["evidence"]["benchmark_runs"] = [run_evidence(r) for r in bench_runs]
     with transaction.atomic():

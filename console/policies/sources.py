@@ -3,14 +3,14 @@ the draft prefilled from the analysis, and the body's evidence section (signed w
 
 from __future__ import annotations
 
-from console.format import GIB
 from console.models import Analysis, BenchRun
 from console.policies.body import empty_body
+from console.policies.fleet import fleet_evidence, prefill_ram_gib
 
 
 def body_from_analysis(analysis: Analysis | None) -> dict:
     """A draft prefilled from the evidence: routes seen, scope and lifetime analyzed, the
-    recommended RAM."""
+    recommended RAM (with a fleet, per replica: the best router's)."""
     body = empty_body()
     if analysis is None or not analysis.report:
         return body
@@ -19,16 +19,18 @@ def body_from_analysis(analysis: Analysis | None) -> dict:
     body["scope"] = report["scope"]
     lifetime = report["recommendation"].get("lifetime_s")
     body["lifetime_s"] = lifetime or max(w["window_s"] for w in report["windows"])
-    body["tiers"]["cpu_ram"]["size_gib"] = round(report["recommendation"]["ram_bytes"] / GIB, 2)
+    body["tiers"]["cpu_ram"]["size_gib"] = prefill_ram_gib(report)
     return body
 
 
-def analysis_evidence(analysis: Analysis | None) -> dict:
-    """The body's evidence section: the analysis relied on and what it recommended."""
+def analysis_evidence(analysis: Analysis | None, fleet_router: str | None = None) -> dict:
+    """The body's evidence section: the analysis relied on and what it recommended, and
+    with a fleet its replicas, the router the sizes are for (`fleet_router` when the
+    author picked one) and each router's figures."""
     if analysis is None or not analysis.report:
         return {}
     rec = analysis.report["recommendation"]
-    return {
+    evidence = {
         "analysis_id": analysis.pk,
         "upload": analysis.upload.name,
         "params": analysis.params,
@@ -38,6 +40,10 @@ def analysis_evidence(analysis: Analysis | None) -> dict:
         "hit_ratio": rec["hit_ratio"],
         "ceiling": rec["ceiling"],
     }
+    fleet = fleet_evidence(analysis.report, fleet_router)
+    if fleet is not None:  # absent without one: evidence of one cache stays as it was
+        evidence["fleet"] = fleet
+    return evidence
 
 
 def run_evidence(run: BenchRun) -> dict:

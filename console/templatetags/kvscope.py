@@ -14,6 +14,7 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
+from analysis.compare import router_name as router_words
 from console.format import bytes_text, gib_text, percent_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
@@ -121,11 +122,19 @@ def signed(value, unit: str = "count") -> str:
 
 @register.filter
 def unit_format(value, unit: str) -> str:
+    if unit == "text":  # words, e.g. the routers of a fleet
+        return str(value) if value else "—"
     if unit == "ratio":
         return pct(value)
     if unit == "bytes":
         return bytes_h(value)
     return num(value)
+
+
+@register.filter
+def router_name(router: str) -> str:
+    """A fleet's router in words ("prefix" -> "Prefix-aware")."""
+    return router_words(router) if router else "—"
 
 
 @register.filter

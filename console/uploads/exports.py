@@ -19,6 +19,11 @@ WINDOW_COLUMNS = (
     "useful_ws_p95_bytes", "useful_ws_median_bytes", "ttl_occupancy_peak_bytes",
 )  # fmt: skip
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
+# metrics.md section 8: each router's curve, the capacity being each replica's host RAM
+FLEET_COLUMNS = (
+    "router", "replicas", "capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio",
+    "gpu_hit_ratio", "ram_hit_ratio",
+)  # fmt: skip
 SEGMENT_LEADING = ("key", "kind", "tokens", "occurrences")
 SEGMENT_TRAILING = ("first_seen_s", "last_seen_s", "label", "preview")
 
@@ -60,6 +65,21 @@ def series_csv(report: dict) -> str:
     return csv_text(SERIES_COLUMNS, rows())
 
 
+def fleet_csv(report: dict) -> str:
+    """Every router's curve of the fleet hit ratio vs RAM per replica, long format (one row
+    per router and point); header only for a report without a fleet."""
+    fleet = report.get("fleet") or {}
+
+    def rows():
+        for entry in fleet.get("routers") or []:
+            for p in entry["mrc"]:
+                yield (entry["router"], fleet["replicas"], p["capacity_slots"],
+                       p["capacity_bytes"], gib(p["capacity_bytes"]), p["hit_ratio"],
+                       p["gpu_hit_ratio"], p["ram_hit_ratio"])  # fmt: skip
+
+    return csv_text(FLEET_COLUMNS, rows())
+
+
 def _window_columns(report: dict) -> list[str]:
     windows = (report.get("params") or {}).get("windows_s") or [
         w["window_s"] for w in report.get("windows") or []
@@ -88,4 +108,4 @@ def segments_csv(report: dict) -> str:
     return csv_text(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]
+__all__ = ["curve_csv", "fleet_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]

@@ -13,7 +13,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from analysis import BlockStream
-from analysis.compare import headline_rows
+from analysis.compare import differing_parameters, headline_rows
 from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
 from console.downloads import json_file
@@ -270,6 +270,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
         "windows.csv": exports.windows_csv,
         "series.csv": exports.series_csv,
         "segments.csv": exports.segments_csv,
+        "fleet.csv": exports.fleet_csv,
     }
     if what not in builders:
         return HttpResponse(status=404)
@@ -285,10 +286,10 @@ def compare(request: HttpRequest) -> HttpResponse:
         safe = url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
         return redirect(back if safe else reverse("home"))
     figure = selectors.comparison_figure(analyses)
-    rows = headline_rows([a.report for a in analyses])
-    return render(
-        request, "uploads/compare.html", {"analyses": analyses, "figure": figure, "rows": rows}
-    )
+    reports = [a.report for a in analyses]
+    context = {"analyses": analyses, "figure": figure, "rows": headline_rows(reports),
+               "differing": differing_parameters(reports)}  # fmt: skip
+    return render(request, "uploads/compare.html", context)
 
 
 def _replay_form(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm]:
