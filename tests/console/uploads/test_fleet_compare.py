@@ -1,0 +1,96 @@
+"""The compare page and the downloads with fleets (metrics.md section 8): analyses of the
+same upload on 2 replicas behind round robin, prefix-aware routing and a pooled store, and
+the default analysis (one cache) beside them."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+from html import unescape
+
+import pytest
+from django.urls import reverse
+
+from analysis import BlockStream, analyze
+from analysis.params import FleetParams
+from console.engine import analysis_params
+from console.format import gib
+from console.models import Analysis, JobStatus
+from tests.console.factories import PASSWORD
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _with_fleet(analysis: Analysis, fleet: FleetParams) -> Analysis:
+    """The analysis again with a fleet, by the engine on the upload's stored stream (the
+    console's form stores no fleet yet)."""
+    stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
+    params = replace(analysis_params(**analysis.params), fleet=fleet)
+    return Analysis.objects.create(upload=analysis.upload, block_tokens=analysis.block_tokens,
+                                   params=analysis.params, status=JobStatus.DONE,
+                                   report=analyze(stream, params).to_dict())  # fmt: skip
+
+
+def _row(page: str, key: str) -> str:
+    start = page.index(f'data-key="{key}"')
+    return page[start : page.index("</tr>", start)]
+
+
+def test_routers_compared_side_by_side_with_the_differences_named(client, analysis, analyst):
+    fleets = [_with_fleet(analysis, FleetParams(replicas=2, routers=(router,)))
+              for router in ("round_robin", "prefix", "pooled")]  # fmt: skip
+    assert client.login(username=analyst.username, password=PASSWORD)
+    response = client.get(reverse("compare"), {"a": [a.pk for a in fleets]})
+    page = unescape(response.content.decode())
+    assert response.status_code == 200
+    assert "Fleet parameters that differ: Routers." in page
+    assert 'Routers <small class="muted">(differs)</small>' in page
+    assert "(differs)" not in _row(page, "fleet_replicas")
+    pooled = fleets[2].report["fleet"]["routers"][0]
+    # the pooled store's host store sees the whole stream: its ceiling is the one cache's
+    assert pooled["ceiling"] == pytest.approx(analysis.report["infinite_hit_ratio"])
+    cells = _row(page, "router_pooled_ceiling")
+    assert "Pooled store: fleet ceiling" in cells
+    assert cells.count("—") == 2 + 2  # no value in the other two analyses, nor their Δ
+    assert f'<td class="num">{pooled["ceiling"] * 100:.1f} %</td>' in cells
+    ram = fleets[0].report["fleet"]["routers"][0]["recommendation"]["ram_bytes"]
+    assert "Round robin: recommended RAM per replica" in _row(page, "router_round_robin_ram_bytes")
+    shown = f"{ram / 2**30:,.2f} GiB" if ram >= 2**30 else f"{ram / 2**20:,.2f} MiB"
+    assert f'<td class="num">{shown}</td>' in _row(page, "router_round_robin_ram_bytes")
+
+
+def test_one_cache_beside_a_fleet_compares_with_dashes(client, analysis, analyst):
+    fleet = _with_fleet(analysis, FleetParams(replicas=4, routers=("prefix",)))
+    assert client.login(username=analyst.username, password=PASSWORD)
+    page = unescape(client.get(reverse("compare"), {"a": [analysis.pk, fleet.pk]}).content.decode())
+    assert "Fleet parameters that differ: Fleet (some analyses have one, others are one cache)." \
+        in page  # fmt: skip
+    replicas = _row(page, "fleet_replicas")
+    assert replicas.count("—") == 2 and ">4<" in replicas  # one cache: "—", and no Δ
+
+
+def test_the_fleet_curves_download(client, analysis, analyst):
+    fleet = _with_fleet(analysis, FleetParams(replicas=2, routers=("round_robin", "pooled")))
+    assert client.login(username=analyst.username, password=PASSWORD)
+    page = client.get(reverse("analysis_detail", args=[fleet.pk])).content.decode()
+    assert reverse("analysis_download", args=[fleet.pk, "fleet.csv"]) in page
+    body = client.get(reverse("analysis_download", args=[fleet.pk, "fleet.csv"]))
+    rows = list(csv.DictReader(io.StringIO(body.content.decode())))
+    curves = fleet.report["fleet"]["routers"]
+    assert len(rows) == sum(len(c["mrc"]) for c in curves)
+    first = rows[0]
+    point = curves[0]["mrc"][0]
+    assert (first["router"], int(first["replicas"])) == ("round_robin", 2)
+    assert int(first["capacity_bytes"]) == point["capacity_bytes"]
+    assert float(first["capacity_gib"]) == pytest.approx(point["capacity_bytes"] / 2**30)
+    assert float(first["capacity_gib"]) == pytest.approx(gib(point["capacity_bytes"]))
+    # hits split into the GPU tier and host RAM (none on GPU without a GPU cache)
+    assert float(rows[-1]["hit_ratio"]) == pytest.approx(
+        float(rows[-1]["gpu_hit_ratio"]) + float(rows[-1]["ram_hit_ratio"])
+    )
+    assert {r["router"] for r in rows} == {"round_robin", "pooled"}
+    # an analysis without a fleet: the header only, and no link
+    empty = client.get(reverse("analysis_download", args=[analysis.pk, "fleet.csv"]))
+    assert empty.content.decode().splitlines()[0].startswith("router,replicas,")
+    assert len(empty.content.decode().splitlines()) == 1
