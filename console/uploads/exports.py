@@ -80,6 +80,17 @@ def fleet_csv(report: dict) -> str:
     return csv_text(FLEET_COLUMNS, rows())
 
 
+def compare_csv(names: list[str], rows: list[dict]) -> str:
+    """The compare page's table (analysis.compare.headline_rows): one row per headline,
+    each analysis's value, then each later one's difference to the first; a fleet's
+    parameters and routers included, blank where an analysis has none."""
+    header = ["key", "label", "unit", "differs", *names]
+    header += [f"delta {name} vs {names[0]}" for name in names[1:]]
+    lines = ([row["key"], row["label"], row["unit"], row["differs"], *row["values"],
+              *row["deltas"]] for row in rows)  # fmt: skip
+    return csv_text(header, lines)
+
+
 def _window_columns(report: dict) -> list[str]:
     windows = (report.get("params") or {}).get("windows_s") or [
         w["window_s"] for w in report.get("windows") or []
@@ -108,4 +119,12 @@ def segments_csv(report: dict) -> str:
     return csv_text(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "fleet_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]
+__all__ = [
+    "compare_csv",
+    "curve_csv",
+    "fleet_csv",
+    "segment_columns",
+    "segments_csv",
+    "series_csv",
+    "windows_csv",
+]

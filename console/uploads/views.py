@@ -285,10 +285,16 @@ def compare(request: HttpRequest) -> HttpResponse:
         back = request.META.get("HTTP_REFERER", "")
         safe = url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
         return redirect(back if safe else reverse("home"))
-    figure = selectors.comparison_figure(analyses)
     reports = [a.report for a in analyses]
-    context = {"analyses": analyses, "figure": figure, "rows": headline_rows(reports),
-               "differing": differing_parameters(reports)}  # fmt: skip
+    rows = headline_rows(reports)
+    if request.GET.get("format") == "csv":
+        names = [f"#{a.pk}" for a in analyses]
+        stem = "kvscope-compare-" + "-".join(str(a.pk) for a in analyses)
+        return download(exports.compare_csv(names, rows), f"{stem}.csv", "text/csv")
+    figure = selectors.comparison_figure(analyses)
+    context = {"analyses": analyses, "figure": figure, "rows": rows,
+               "differing": differing_parameters(reports),
+               "csv_query": request.GET.urlencode()}  # fmt: skip
     return render(request, "uploads/compare.html", context)
 
 

@@ -31,28 +31,36 @@ REPLICAS = 3
 HF_LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-@pytest.fixture
-def fleet_analysis(analysis):
-    """The chat log's traffic at TP 2 on 3 replicas, behind round robin or prefix-aware
-    routing, each on a node of 16 GiB host RAM with 4 GiB for the OS (12 GiB available).
-    The console's form stores no fleet yet: the engine runs it on the upload's stream."""
-    params = dict(analysis.params, tp=2, host_ram_gib=16, reserve_os_gib=4)
-    fleet = FleetParams(replicas=REPLICAS, routers=("round_robin", "prefix"))
+def _with_fleet(analysis: Analysis, fleet: FleetParams, **params) -> Analysis:
+    """The analysis again with a fleet (and `params` changed), by the engine on the
+    upload's stream: the console's form stores no fleet yet."""
+    params = dict(analysis.params, **params)
     stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
     report = analyze(stream, replace(analysis_params(**params), fleet=fleet)).to_dict()
     return Analysis.objects.create(upload=analysis.upload, block_tokens=analysis.block_tokens,
                                    params=params, status=JobStatus.DONE, report=report)  # fmt: skip
 
 
+@pytest.fixture
+def fleet_analysis(analysis):
+    """The chat log's traffic at TP 2 on 3 replicas, behind round robin or prefix-aware
+    routing, each on a node of 16 GiB host RAM with 4 GiB for the OS (12 GiB available)."""
+    fleet = FleetParams(replicas=REPLICAS, routers=("round_robin", "prefix"))
+    return _with_fleet(analysis, fleet, tp=2, host_ram_gib=16, reserve_os_gib=4)
+
+
 def _routers(analysis: Analysis) -> dict[str, dict]:
     return {r["router"]: r for r in analysis.report["fleet"]["routers"]}
 
 
+def _ceilings(analysis: Analysis) -> dict[str, float]:
+    return {router: r["ceiling"] for router, r in _routers(analysis).items()}
+
+
 def _best(analysis: Analysis) -> str:
     """The router with the highest fleet ceiling (a tie: round robin, reported first)."""
-    routers = _routers(analysis)
-    better = routers["prefix"]["ceiling"] > routers["round_robin"]["ceiling"]
-    return "prefix" if better else "round_robin"
+    ceilings = _ceilings(analysis)
+    return "prefix" if ceilings["prefix"] > ceilings["round_robin"] else "round_robin"
 
 
 def _llama(size_gib: float | None = None, router: str | None = None):
@@ -195,3 +203,30 @@ def test_the_rerun_check_reads_the_same_routers_ram_per_replica(fleet_analysis):
         f"CPU RAM {size:g} GiB per replica is {(size * GIB - need) / need:.0%} above the "
         f"{need / GIB:.2f} GiB per replica the re-run" in warnings
     )
+
+
+@pytest.fixture
+def session_or_pooled(analysis):
+    """The chat log's traffic at TP 2 on 2 replicas, by session or with a pooled store."""
+    return _with_fleet(analysis, FleetParams(replicas=2, routers=("session", "pooled")), tp=2)
+
+
+def test_a_pooled_store_or_session_routing_in_the_helm_values(session_or_pooled, analyst,
+                                                             approver):  # fmt: skip
+    ceilings = _ceilings(session_or_pooled)
+    # the pooled store's host store sees the whole stream: no partition of it reuses more
+    assert ceilings["pooled"] >= ceilings["session"]
+    best = "pooled" if ceilings["pooled"] > ceilings["session"] else "session"
+    helm = export_text(approved_version(session_or_pooled, analyst, approver, _llama(4.0)), "helm")
+    # pooled: round robin for the GPU tier; session: production-stack's session routing
+    logic = {"pooled": "roundrobin", "session": "session"}[best]
+    assert yaml.safe_load(helm)["routerSpec"] == {"routingLogic": logic}
+    if best == "pooled":
+        assert "# pooled store: the replicas share one host store of 2 x the per-replica" in helm
+
+
+def test_session_routing_picked_names_its_session_key(session_or_pooled, analyst, approver):
+    version = approved_version(session_or_pooled, analyst, approver, _llama(4.0, "session"))
+    helm = export_text(version, "helm")
+    assert yaml.safe_load(helm)["routerSpec"] == {"routingLogic": "session"}
+    assert "# session routing: set the router's sessionKey" in helm

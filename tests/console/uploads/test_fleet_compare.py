@@ -45,6 +45,13 @@ def test_routers_compared_side_by_side_with_the_differences_named(client, analys
     page = unescape(response.content.decode())
     assert response.status_code == 200
     assert "Fleet parameters that differ: Routers." in page
+    # each analysis's column says its fleet: 2 x round robin vs 2 x prefix vs pooled
+    for words in (
+        "2 × round robin</small>",
+        "2 × prefix-aware</small>",
+        "2 × pooled store</small>",
+    ):
+        assert words in page
     assert 'Routers <small class="muted">(differs)</small>' in page
     assert "(differs)" not in _row(page, "fleet_replicas")
     pooled = fleets[2].report["fleet"]["routers"][0]
@@ -94,3 +101,25 @@ def test_the_fleet_curves_download(client, analysis, analyst):
     empty = client.get(reverse("analysis_download", args=[analysis.pk, "fleet.csv"]))
     assert empty.content.decode().splitlines()[0].startswith("router,replicas,")
     assert len(empty.content.decode().splitlines()) == 1
+
+
+def test_the_compare_table_downloads_with_its_fleet_rows(client, analysis, analyst):
+    two, four = (_with_fleet(analysis, FleetParams(replicas=n, routers=("round_robin",)))
+                 for n in (2, 4))  # fmt: skip
+    assert client.login(username=analyst.username, password=PASSWORD)
+    query = {"a": [analysis.pk, two.pk, four.pk]}
+    page = client.get(reverse("compare"), query).content.decode()
+    assert f"a={analysis.pk}&amp;a={two.pk}&amp;a={four.pk}&amp;format=csv" in page
+    response = client.get(reverse("compare"), {**query, "format": "csv"})
+    assert response["Content-Type"].startswith("text/csv")
+    rows = {r["key"]: r for r in csv.DictReader(io.StringIO(response.content.decode()))}
+    replicas = rows["fleet_replicas"]
+    names = (f"#{analysis.pk}", f"#{two.pk}", f"#{four.pk}")
+    # one cache: blank; the fleets' replica counts and their difference
+    assert [replicas[n] for n in names] == ["", "2", "4"]
+    assert replicas[f"delta #{four.pk} vs #{analysis.pk}"] == ""
+    assert replicas["differs"] == "True"
+    ceilings = [a.report["fleet"]["routers"][0]["ceiling"] for a in (two, four)]
+    row = rows["router_round_robin_ceiling"]
+    assert [float(row[n]) for n in names[1:]] == pytest.approx(ceilings)
+    assert rows["ram_bytes"][names[0]] == str(analysis.report["recommendation"]["ram_bytes"])
