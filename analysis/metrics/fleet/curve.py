@@ -117,6 +117,10 @@ def _per_replica(
     gpu_only: bool,
 ) -> TierDistances:  # fmt: skip
     """Both tiers' distances of every replica's own references, in the view's order."""
+    if replicas == 1:  # one replica's stream is the whole view: no copies
+        whole = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
+                               inputs.req_t_us, store_threshold)  # fmt: skip
+        return _scaled(whole, inputs.rate)
     size = inputs.view_ids.size
     gpu = np.zeros(size, dtype=np.int64)
     # with k = 1 (or a GPU tier alone) the RAM distances are the stream's own
