@@ -18,7 +18,7 @@ from analysis import (
     profile_from_file,
 )
 from analysis.budgets import ServingShape
-from analysis.params import DEFAULTS, HOST_RESERVES
+from analysis.params import DEFAULTS, HOST_RESERVES, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, profile_from_config
 from analysis.readers import ReadLimits
 from console.format import GIB
@@ -97,6 +97,11 @@ def analysis_params(
     params_b: float | None = None,
     concurrent_sequences: int = ServingShape.concurrent_sequences,
     context_tokens: int = ServingShape.context_tokens,
+    replicas: int | None = None,
+    routers: list[str] | None = None,
+    prefix_threshold: float | None = None,
+    gpu_cache_gib: float | None = None,
+    store_threshold: int | None = None,
     **reserves_gib: float | None,
 ) -> AnalysisParams:
     """AnalysisParams from the values of the analysis form or the command line.
@@ -110,14 +115,8 @@ def analysis_params(
     host = _host_budget(host_ram_gib, reserves_gib) if host_ram_gib is not None else None
     serving = None
     if gpu_memory_gib is not None:
-        serving = ServingShape(
-            gpu_memory_bytes=_gib(gpu_memory_gib),
-            gpus=tp,
-            weight_dtype=weight_dtype,
-            params=params_b * 1e9 if params_b else None,
-            concurrent_sequences=concurrent_sequences,
-            context_tokens=context_tokens,
-        )
+        serving = _serving(gpu_memory_gib, tp, weight_dtype, params_b, concurrent_sequences,
+                           context_tokens)  # fmt: skip
     return AnalysisParams(
         windows_s=tuple(windows) if windows else DEFAULTS.windows_s,
         profile=profile,
@@ -133,6 +132,47 @@ def analysis_params(
         host=host,
         budgets_gib=tuple(budgets_gib or ()),
         serving=serving,
+        fleet=_fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold),
+    )
+
+
+def _serving(
+    gpu_memory_gib: float,
+    gpus: int,
+    weight_dtype: str,
+    params_b: float | None,
+    concurrent_sequences: int,
+    context_tokens: int,
+) -> ServingShape:
+    """The serving shape behind the weights / active KV / host RAM budgets."""
+    return ServingShape(
+        gpu_memory_bytes=_gib(gpu_memory_gib),
+        gpus=gpus,
+        weight_dtype=weight_dtype,
+        params=params_b * 1e9 if params_b else None,
+        concurrent_sequences=concurrent_sequences,
+        context_tokens=context_tokens,
+    )
+
+
+def _fleet(
+    replicas: int | None,
+    routers: list[str] | None,
+    prefix_threshold: float | None,
+    gpu_cache_gib: float | None,
+    store_threshold: int | None,
+) -> FleetParams | None:
+    """The fleet when any of its parameters is given (the rest at FleetParams' defaults)."""
+    if replicas is None and not routers and prefix_threshold is None and (
+        gpu_cache_gib is None) and store_threshold is None:  # fmt: skip
+        return None
+    default = FleetParams()
+    return FleetParams(
+        replicas=default.replicas if replicas is None else replicas,
+        routers=tuple(routers or ()),
+        prefix_threshold=default.prefix_threshold if prefix_threshold is None else prefix_threshold,
+        gpu_cache_bytes=_gib(gpu_cache_gib) or 0,
+        store_threshold=default.store_threshold if store_threshold is None else store_threshold,
     )
 
 
