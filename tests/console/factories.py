@@ -19,6 +19,7 @@ from console.policies.services import (
     version_update,
 )
 from console.roles import ensure_roles
+from console.uploads.analyses import analysis_create
 from tests.analysis.factories import vllm_result
 from tests.console.waiting import wait_for
 
@@ -51,6 +52,15 @@ def default_analysis(upload: Upload) -> Analysis:
         return Analysis.objects.filter(upload=upload, status=JobStatus.DONE).first()
 
     return wait_for(done)
+
+
+def rerun(analysis: Analysis, user: User, **params) -> Analysis:
+    """The analysis re-run through the console with `params` changed (a fleet's: replicas,
+    routers, ...), once it is done."""
+    params = dict(analysis.params, **params)
+    again = analysis_create(upload=analysis.upload, block_tokens=analysis.block_tokens,
+                            params=params, user=user)  # fmt: skip
+    return wait_for(lambda: Analysis.objects.filter(pk=again.pk, status=JobStatus.DONE).first())
 
 
 def complete(body: dict) -> dict:

@@ -7,23 +7,20 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 import yaml
 from django.urls import reverse
 
-from analysis import BlockStream, analyze
-from analysis.params import FleetParams
-from console.engine import analysis_params
 from console.models import Analysis, JobStatus
 from console.policies.body import empty_body
 from console.policies.checks import check_body
-from console.policies.services import policy_create
+from console.policies.services import findings_for, policy_create, version_update
 from console.policies.sources import analysis_evidence
 from console.policies.views import export_text
-from tests.console.factories import PASSWORD, approved_version, complete, form_post
+from tests.console.factories import PASSWORD, approved_version, complete, form_post, rerun
+from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
@@ -31,22 +28,12 @@ REPLICAS = 3
 HF_LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def _with_fleet(analysis: Analysis, fleet: FleetParams, **params) -> Analysis:
-    """The analysis again with a fleet (and `params` changed), by the engine on the
-    upload's stream: the console's form stores no fleet yet."""
-    params = dict(analysis.params, **params)
-    stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
-    report = analyze(stream, replace(analysis_params(**params), fleet=fleet)).to_dict()
-    return Analysis.objects.create(upload=analysis.upload, block_tokens=analysis.block_tokens,
-                                   params=params, status=JobStatus.DONE, report=report)  # fmt: skip
-
-
 @pytest.fixture
-def fleet_analysis(analysis):
+def fleet_analysis(analysis, analyst):
     """The chat log's traffic at TP 2 on 3 replicas, behind round robin or prefix-aware
     routing, each on a node of 16 GiB host RAM with 4 GiB for the OS (12 GiB available)."""
-    fleet = FleetParams(replicas=REPLICAS, routers=("round_robin", "prefix"))
-    return _with_fleet(analysis, fleet, tp=2, host_ram_gib=16, reserve_os_gib=4)
+    return rerun(analysis, analyst, tp=2, replicas=REPLICAS, routers=["round_robin", "prefix"],
+                 host_ram_gib=16, reserve_os_gib=4)  # fmt: skip
 
 
 def _routers(analysis: Analysis) -> dict[str, dict]:
@@ -206,9 +193,9 @@ def test_the_rerun_check_reads_the_same_routers_ram_per_replica(fleet_analysis):
 
 
 @pytest.fixture
-def session_or_pooled(analysis):
+def session_or_pooled(analysis, analyst):
     """The chat log's traffic at TP 2 on 2 replicas, by session or with a pooled store."""
-    return _with_fleet(analysis, FleetParams(replicas=2, routers=("session", "pooled")), tp=2)
+    return rerun(analysis, analyst, tp=2, replicas=2, routers=["session", "pooled"])
 
 
 def test_a_pooled_store_or_session_routing_in_the_helm_values(session_or_pooled, analyst,
@@ -230,3 +217,29 @@ def test_session_routing_picked_names_its_session_key(session_or_pooled, analyst
     helm = export_text(version, "helm")
     assert yaml.safe_load(helm)["routerSpec"] == {"routingLogic": "session"}
     assert "# session routing: set the router's sessionKey" in helm
+
+
+def test_the_policys_own_rerun_keeps_the_fleet_and_is_checked_per_replica(fleet_analysis,
+                                                                          analyst):  # fmt: skip
+    version = policy_create(name="fleet", user=analyst, analysis=fleet_analysis)
+    body = complete(version.body)
+    body["routes"] = ["llama-3.1-8b"]
+    body["tiers"]["cpu_ram"]["size_gib"] = 10.5
+    version = version_update(version=version, body=body, user=analyst, analysis=fleet_analysis)
+    done = wait_for(lambda: Analysis.objects.filter(pk=version.constrained_analysis_id,
+                                                    status=JobStatus.DONE).first())  # fmt: skip
+    version.refresh_from_db()
+    rerun_report = done.report
+    # the re-run is the same fleet with the policy's lifetime (1800 s) and scope (tenant)
+    assert rerun_report["params"]["fleet"]["replicas"] == REPLICAS
+    assert rerun_report["params"]["lifetime_s"] == 1800 and rerun_report["scope"] == "tenant"
+    router = version.body["evidence"]["fleet"]["router"]
+    need = next(r for r in rerun_report["fleet"]["routers"] if r["router"] == router)[
+        "recommendation"]["ram_bytes"]  # fmt: skip
+    assert need < 10.5 * GIB / 1.1  # the policy keeps more than the headroom allows
+    warnings = " | ".join(f.message for f in findings_for(version) if f.level == "warning")
+    assert (
+        f"CPU RAM 10.5 GiB per replica is {(10.5 * GIB - need) / need:.0%} "
+        f"above the {need / GIB:.2f} GiB per replica "
+        "the re-run with the policy's lifetime (1800 s) and scope (tenant) recommends"
+    ) in warnings

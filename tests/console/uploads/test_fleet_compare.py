@@ -1,35 +1,25 @@
 """The compare page and the downloads with fleets (metrics.md section 8): analyses of the
 same upload on 2 replicas behind round robin, prefix-aware routing and a pooled store, and
-the default analysis (one cache) beside them."""
+the default analysis (one cache) beside them, each re-run through the console."""
 
 from __future__ import annotations
 
 import csv
 import io
-from dataclasses import replace
 from html import unescape
 
 import pytest
 from django.urls import reverse
 
-from analysis import BlockStream, analyze
-from analysis.params import FleetParams
-from console.engine import analysis_params
 from console.format import gib
-from console.models import Analysis, JobStatus
-from tests.console.factories import PASSWORD
+from console.models import Analysis
+from tests.console.factories import PASSWORD, rerun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _with_fleet(analysis: Analysis, fleet: FleetParams) -> Analysis:
-    """The analysis again with a fleet, by the engine on the upload's stored stream (the
-    console's form stores no fleet yet)."""
-    stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
-    params = replace(analysis_params(**analysis.params), fleet=fleet)
-    return Analysis.objects.create(upload=analysis.upload, block_tokens=analysis.block_tokens,
-                                   params=analysis.params, status=JobStatus.DONE,
-                                   report=analyze(stream, params).to_dict())  # fmt: skip
+def _with_fleet(analysis: Analysis, user, replicas: int, routers: list[str]) -> Analysis:
+    return rerun(analysis, user, replicas=replicas, routers=routers)
 
 
 def _row(page: str, key: str) -> str:
@@ -38,7 +28,7 @@ def _row(page: str, key: str) -> str:
 
 
 def test_routers_compared_side_by_side_with_the_differences_named(client, analysis, analyst):
-    fleets = [_with_fleet(analysis, FleetParams(replicas=2, routers=(router,)))
+    fleets = [_with_fleet(analysis, analyst, 2, [router])
               for router in ("round_robin", "prefix", "pooled")]  # fmt: skip
     assert client.login(username=analyst.username, password=PASSWORD)
     response = client.get(reverse("compare"), {"a": [a.pk for a in fleets]})
@@ -68,7 +58,7 @@ def test_routers_compared_side_by_side_with_the_differences_named(client, analys
 
 
 def test_one_cache_beside_a_fleet_compares_with_dashes(client, analysis, analyst):
-    fleet = _with_fleet(analysis, FleetParams(replicas=4, routers=("prefix",)))
+    fleet = _with_fleet(analysis, analyst, 4, ["prefix"])
     assert client.login(username=analyst.username, password=PASSWORD)
     page = unescape(client.get(reverse("compare"), {"a": [analysis.pk, fleet.pk]}).content.decode())
     assert "Fleet parameters that differ: Fleet (some analyses have one, others are one cache)." \
@@ -78,7 +68,7 @@ def test_one_cache_beside_a_fleet_compares_with_dashes(client, analysis, analyst
 
 
 def test_the_fleet_curves_download(client, analysis, analyst):
-    fleet = _with_fleet(analysis, FleetParams(replicas=2, routers=("round_robin", "pooled")))
+    fleet = _with_fleet(analysis, analyst, 2, ["round_robin", "pooled"])
     assert client.login(username=analyst.username, password=PASSWORD)
     page = client.get(reverse("analysis_detail", args=[fleet.pk])).content.decode()
     assert reverse("analysis_download", args=[fleet.pk, "fleet.csv"]) in page
@@ -104,7 +94,7 @@ def test_the_fleet_curves_download(client, analysis, analyst):
 
 
 def test_the_compare_table_downloads_with_its_fleet_rows(client, analysis, analyst):
-    two, four = (_with_fleet(analysis, FleetParams(replicas=n, routers=("round_robin",)))
+    two, four = (_with_fleet(analysis, analyst, n, ["round_robin"])
                  for n in (2, 4))  # fmt: skip
     assert client.login(username=analyst.username, password=PASSWORD)
     query = {"a": [analysis.pk, two.pk, four.pk]}
