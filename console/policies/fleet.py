@@ -95,14 +95,6 @@ def fleet_lines(fleet: dict) -> list[str]:
     return lines
 
 
-def ram_words(body: dict) -> str:
-    """How the policy's RAM tier is read: per replica with a fleet ("" without one)."""
-    fleet = policy_fleet(body)
-    if fleet is None:
-        return ""
-    return f"per replica, {fleet['replicas']} replicas, {router_name(fleet['router']).lower()}"
-
-
 def prefill_ram_gib(report: dict) -> float:
     """The RAM a draft starts from: the best router's per-replica recommendation with a
     fleet, else the one cache's."""
