@@ -18,7 +18,7 @@ from analysis import (
     profile_from_file,
 )
 from analysis.budgets import ServingShape
-from analysis.params import DEFAULTS, HOST_RESERVES
+from analysis.params import DEFAULTS, HOST_RESERVES, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, profile_from_config
 from analysis.readers import ReadLimits
 from console.format import GIB
@@ -97,6 +97,12 @@ def analysis_params(
     params_b: float | None = None,
     concurrent_sequences: int = ServingShape.concurrent_sequences,
     context_tokens: int = ServingShape.context_tokens,
+    # a fleet (metrics.md section 8): none of them given, one cache (fleet None)
+    replicas: int | None = None,
+    routers: list[str] | None = None,
+    prefix_threshold: float | None = None,
+    gpu_cache_gib: float | None = None,
+    store_threshold: int | None = None,
     **reserves_gib: float | None,
 ) -> AnalysisParams:
     """AnalysisParams from the values of the analysis form or the command line.
@@ -108,16 +114,10 @@ def analysis_params(
         raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
     profile = _profile(model, model_config)
     host = _host_budget(host_ram_gib, reserves_gib) if host_ram_gib is not None else None
-    serving = None
-    if gpu_memory_gib is not None:
-        serving = ServingShape(
-            gpu_memory_bytes=_gib(gpu_memory_gib),
-            gpus=tp,
-            weight_dtype=weight_dtype,
-            params=params_b * 1e9 if params_b else None,
-            concurrent_sequences=concurrent_sequences,
-            context_tokens=context_tokens,
-        )
+    serving = _serving_shape(
+        gpu_memory_gib, tp, weight_dtype, params_b, concurrent_sequences, context_tokens
+    )
+    fleet = _fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold)
     return AnalysisParams(
         windows_s=tuple(windows) if windows else DEFAULTS.windows_s,
         profile=profile,
@@ -133,7 +133,50 @@ def analysis_params(
         host=host,
         budgets_gib=tuple(budgets_gib or ()),
         serving=serving,
+        fleet=fleet,
     )
+
+
+def _serving_shape(
+    gpu_memory_gib: float | None,
+    tp: int,
+    weight_dtype: str,
+    params_b: float | None,
+    concurrent_sequences: int,
+    context_tokens: int,
+) -> ServingShape | None:
+    """The serving shape of one replica on its `tp` GPUs; None without GPU memory (no
+    budgets asked for)."""
+    if gpu_memory_gib is None:
+        return None
+    return ServingShape(
+        gpu_memory_bytes=_gib(gpu_memory_gib),
+        gpus=tp,
+        weight_dtype=weight_dtype,
+        params=params_b * 1e9 if params_b else None,
+        concurrent_sequences=concurrent_sequences,
+        context_tokens=context_tokens,
+    )
+
+
+def _fleet(
+    replicas: int | None,
+    routers: list[str] | None,
+    prefix_threshold: float | None,
+    gpu_cache_gib: float | None,
+    store_threshold: int | None,
+) -> FleetParams | None:
+    """The fleet when any of its values is given (one left out keeps FleetParams' own
+    default), else None: one cache fed all of the traffic."""
+    given: dict = {
+        "replicas": replicas,
+        "routers": tuple(routers) if routers else None,
+        "prefix_threshold": prefix_threshold,
+        "gpu_cache_bytes": _gib(gpu_cache_gib),
+        "store_threshold": store_threshold,
+    }
+    given = {name: value for name, value in given.items() if value is not None}
+    return FleetParams(**given) if given else None
 
 
 def _profile(model: str, model_config: dict | str | Path | None) -> KVProfile:

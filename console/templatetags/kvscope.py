@@ -14,8 +14,9 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from console.format import bytes_text, gib_text, percent_text, window_name
+from console.format import bytes_text, gib_text, percent_text, times_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
+from console.uploads.fleet_words import router_name
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
 register = template.Library()
@@ -92,6 +93,19 @@ def num(number: int | float) -> str:
     if isinstance(number, int) or number.is_integer():
         return f"{int(number):,}"
     return f"{number:,.2f}"
+
+
+@register.filter
+@_one_number()
+def times(number: float) -> str:
+    """A factor: the busiest replica's load over the mean, 1.8 -> 1.80×."""
+    return times_text(number)
+
+
+@register.filter
+def router(name: str) -> str:
+    """A fleet's router in words (round_robin -> round robin)."""
+    return router_name(str(name))
 
 
 @register.filter

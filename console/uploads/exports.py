@@ -18,6 +18,10 @@ WINDOW_COLUMNS = (
     "window_s", "hit_ratio", *SPLIT_COLUMNS, "hit_tokens", "useful_ws_peak_bytes",
     "useful_ws_p95_bytes", "useful_ws_median_bytes", "ttl_occupancy_peak_bytes",
 )  # fmt: skip
+FLEET_COLUMNS = (
+    "router", "capacity_slots", "capacity_bytes", "capacity_gib", "hit_ratio",
+    "gpu_hit_ratio", "ram_hit_ratio",
+)  # fmt: skip
 SERIES_COLUMNS = ("window_s", "t_s", "useful_ws_bytes", "ttl_occupancy_bytes")
 SEGMENT_LEADING = ("key", "kind", "tokens", "occurrences")
 SEGMENT_TRAILING = ("first_seen_s", "last_seen_s", "label", "preview")
@@ -60,6 +64,19 @@ def series_csv(report: dict) -> str:
     return csv_text(SERIES_COLUMNS, rows())
 
 
+def fleet_csv(report: dict) -> str:
+    """The fleet's curves (metrics.md section 8), long format: one row per router and
+    capacity of host RAM per replica, with the fleet hit ratio and its GPU and RAM parts;
+    a report without a fleet keeps the header alone."""
+    rows = (
+        (entry["router"], p["capacity_slots"], p["capacity_bytes"], gib(p["capacity_bytes"]),
+         p["hit_ratio"], p["gpu_hit_ratio"], p["ram_hit_ratio"])
+        for entry in (report.get("fleet") or {}).get("routers") or []
+        for p in entry.get("mrc") or []
+    )  # fmt: skip
+    return csv_text(FLEET_COLUMNS, rows)
+
+
 def _window_columns(report: dict) -> list[str]:
     windows = (report.get("params") or {}).get("windows_s") or [
         w["window_s"] for w in report.get("windows") or []
@@ -88,4 +105,4 @@ def segments_csv(report: dict) -> str:
     return csv_text(header, ([row.get(k) for k in header] for row in rows))
 
 
-__all__ = ["curve_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]
+__all__ = ["curve_csv", "fleet_csv", "segment_columns", "segments_csv", "series_csv", "windows_csv"]

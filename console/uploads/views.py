@@ -24,6 +24,7 @@ from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
 from console.uploads.figures import page_figures
+from console.uploads.fleet_view import fleet_page
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
 from console.uploads.page_forms import OffloadForm, ReplayForm
@@ -247,7 +248,8 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "analysis": analysis,
             "upload": analysis.upload,
             "report": report,
-            "figures": page_figures(analysis),
+            # the figures, and the fleet's and admission's sections in words
+            **fleet_page(report, page_figures(analysis)),
             "form": form,
             "siblings": siblings,
             "can_analyze": can_analyze(request.user),
@@ -270,6 +272,7 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
         "windows.csv": exports.windows_csv,
         "series.csv": exports.series_csv,
         "segments.csv": exports.segments_csv,
+        "fleet.csv": exports.fleet_csv,
     }
     if what not in builders:
         return HttpResponse(status=404)
