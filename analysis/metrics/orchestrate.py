@@ -19,6 +19,7 @@ from analysis.metrics.curve import (
     sampled_curve,
     sampling_rate,
 )
+from analysis.metrics.fleet import FleetInputs, admission_section, fleet_inputs, fleet_section
 from analysis.metrics.recommend import recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
@@ -61,6 +62,7 @@ class _Run:
     t_last: int
     ref_req: np.ndarray  # request of each block reference
     salts: np.ndarray  # scope salt code of each request
+    ids: np.ndarray  # scoped key id of each reference
     prev: np.ndarray  # previous / next reference to the same scoped key (-1: none)
     nxt: np.ndarray
     reuse: np.ndarray  # us since that previous reference (-1: a first reference)
@@ -106,6 +108,11 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
+    tiers = _fleet_inputs(run, lifetime_us, rate)
+    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes)
+    if params.fleet is not None:
+        report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
+                                     recommendation.ceiling)  # fmt: skip
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
                                   params)  # fmt: skip
@@ -126,6 +133,15 @@ def analyze(
             stream, occ, kinds, misplaced_by_window[largest], params.top_n
         )
     return report
+
+
+def _fleet_inputs(run: _Run, lifetime_us: int | None, rate: float) -> FleetInputs:
+    """What the fleet's and admission's curves read of this run."""
+    stream = run.stream
+    columns = (stream.req_ref_start, stream.ref_tokens, stream.req_t_us, stream.req_session,
+               stream.req_prompt_tokens)  # fmt: skip
+    return fleet_inputs(run.ids, run.distinct, run.ref_req, columns, run.warmup_requests,
+                        run.counted_tokens, lifetime_us, rate)  # fmt: skip
 
 
 def _stepper(progress: ProgressFn | None, steps: int) -> Callable[[], None]:
@@ -150,7 +166,6 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
     salts = salt_codes(stream.req_tenant, stream.req_user, params.scope)
     ids, distinct = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
     prev, nxt = prev_next(ids, distinct)
-    del ids
     grid = TimeGrid.of_requests(stream.req_t_us)
     segments = None
     if stream.source_format == "chat":
@@ -171,6 +186,7 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         t_last=int(stream.req_t_us[-1]),
         ref_req=ref_req,
         salts=salts,
+        ids=ids,
         prev=prev,
         nxt=nxt,
         reuse=ref_reuse_times(stream.req_t_us, ref_req, prev),

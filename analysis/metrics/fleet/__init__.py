@@ -1,0 +1,7 @@
+"""Fleets (metrics.md section 8): replicas behind a router, a GPU prefix cache in front of
+each replica's host RAM, admission at the k-th reference, and a pooled store."""
+
+from analysis.metrics.fleet.curve import FleetInputs, fleet_inputs
+from analysis.metrics.fleet.report import admission_section, fleet_section
+
+__all__ = ["FleetInputs", "admission_section", "fleet_inputs", "fleet_section"]

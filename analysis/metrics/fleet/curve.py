@@ -1,0 +1,157 @@
+"""One router's fleet curve (metrics.md section 8): hit tokens of all replicas against the
+host RAM of each replica, GPU prefix hits included, from one routing of the stream and one
+pass per tier over each replica's own references."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from analysis.metrics.fleet.routing import route
+from analysis.metrics.fleet.tiers import TierDistances, request_hits, tier_distances
+from analysis.mrc import hit_tokens_by_capacity, request_starts, sampled
+from analysis.params import FleetParams
+from analysis.reuse import hits_within
+
+
+class FleetInputs(NamedTuple):
+    """What every router's curve reads, computed once per analysis. The `view_` columns are
+    the references the curve is computed on: all of them, or a SHARDS sample of the keys
+    (every reference of a sampled key) past the exact limit."""
+
+    ids: np.ndarray  # scoped key id of every reference (for the prefix router's index)
+    distinct: int
+    starts: np.ndarray  # each request's first reference, then the total
+    tokens: np.ndarray  # tokens of every reference
+    req_t_us: np.ndarray
+    req_session: np.ndarray
+    req_prompt_tokens: np.ndarray
+    warmup_requests: int  # the leading requests that fill caches but are not counted
+    counted_tokens: int  # prompt tokens of the counted requests: every ratio's whole
+    lifetime_us: int | None
+    rate: float  # the SHARDS sampling rate (1: exact)
+    view_ids: np.ndarray
+    view_req: np.ndarray  # request of each reference of the view
+    view_tokens: np.ndarray
+    view_counted: np.ndarray | None  # past the warm-up (None: every reference)
+
+
+def fleet_inputs(
+    ids: np.ndarray,
+    distinct: int,
+    ref_req: np.ndarray,
+    stream_columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    warmup_requests: int,
+    counted_tokens: int,
+    lifetime_us: int | None,
+    rate: float,
+) -> FleetInputs:
+    """FleetInputs from the scoped references and the stream's columns (req_ref_start,
+    ref_tokens, req_t_us, req_session, req_prompt_tokens)."""
+    starts, tokens, t_us, session, prompt = stream_columns
+    keep = sampled(ids, rate) if rate < 1.0 else None
+    view_req = ref_req if keep is None else ref_req[keep]
+    return FleetInputs(
+        ids=ids, distinct=distinct, starts=np.asarray(starts, dtype=np.int64), tokens=tokens,
+        req_t_us=t_us, req_session=session, req_prompt_tokens=prompt,
+        warmup_requests=warmup_requests, counted_tokens=counted_tokens,
+        lifetime_us=lifetime_us, rate=rate,
+        view_ids=ids if keep is None else ids[keep],
+        view_req=view_req,
+        view_tokens=tokens if keep is None else tokens[keep],
+        view_counted=view_req >= warmup_requests if warmup_requests else None,
+    )  # fmt: skip
+
+
+class RouterCurve(NamedTuple):
+    router: str
+    replica_of_req: np.ndarray  # int32 replica of every request
+    view_replica: np.ndarray  # replica of every reference of the view
+    gpu_hit: np.ndarray  # per reference of the view: inside its request's GPU prefix
+    ram_slots: np.ndarray  # smallest per-replica host capacity (slots) it hits at, 0: none
+    gpu_tokens: int  # counted GPU hit tokens (every capacity)
+    total: np.ndarray  # counted hit tokens (GPU + RAM) by per-replica capacity in slots
+
+
+def router_curve(
+    inputs: FleetInputs, fleet: FleetParams, router: str, gpu_slots: int
+) -> RouterCurve:
+    """The fleet curve under one router."""
+    replicas = fleet.replicas
+    replica_of_req = route(
+        router, replicas, req_session=inputs.req_session, starts=inputs.starts, ids=inputs.ids,
+        distinct=inputs.distinct, tokens=inputs.tokens, prompt_tokens=inputs.req_prompt_tokens,
+        prefix_threshold=fleet.prefix_threshold,
+    )  # fmt: skip
+    view_replica = replica_of_req[inputs.view_req]
+    pooled = router == "pooled"
+    # a pooled store admits and evicts over the whole stream; each replica's GPU tier and
+    # every other router's host tier over the replica's own references
+    if pooled and gpu_slots == 0:  # no GPU tier: the replicas' own streams play no part
+        own = _no_tier(inputs.view_ids.size)
+    else:
+        own = _per_replica(inputs, view_replica, replicas,
+                           1 if pooled else fleet.store_threshold, gpu_only=pooled)  # fmt: skip
+    host = _pooled_store(inputs, fleet.store_threshold) if pooled else own
+    life = inputs.lifetime_us
+    hits = request_hits(
+        request_starts(inputs.view_req), own.gpu, gpu_slots, host.ram,
+        hits_within(own.reuse_us, life) if life is not None else None,
+        hits_within(host.reuse_us, life) if life is not None else None,
+    )  # fmt: skip
+    ram_slots = hits.ram_slots
+    if pooled:  # N replicas' RAM of C each is one store of N * C: hit there iff ram <= N * C
+        ram_slots = -(-ram_slots // replicas)
+    counted = hits.gpu_hit if inputs.view_counted is None else hits.gpu_hit & inputs.view_counted
+    gpu_tokens = round(int(inputs.view_tokens.sum(where=counted, dtype=np.int64)) / inputs.rate)
+    ram_cum = hit_tokens_by_capacity(ram_slots, inputs.view_tokens, inputs.view_counted)
+    if inputs.rate < 1.0:  # each sampled token stands for 1 / rate tokens
+        ram_cum = np.rint(ram_cum / inputs.rate).astype(np.int64)
+    return RouterCurve(router, replica_of_req, view_replica, hits.gpu_hit, ram_slots,
+                       gpu_tokens, gpu_tokens + ram_cum)  # fmt: skip
+
+
+def _per_replica(
+    inputs: FleetInputs, view_replica: np.ndarray, replicas: int, store_threshold: int,
+    gpu_only: bool,
+) -> TierDistances:  # fmt: skip
+    """Both tiers' distances of every replica's own references, in the view's order."""
+    size = inputs.view_ids.size
+    gpu = np.zeros(size, dtype=np.int64)
+    # with k = 1 (or a GPU tier alone) the RAM distances are the stream's own
+    shared = gpu_only or store_threshold <= 1
+    ram = gpu if shared else np.zeros(size, dtype=np.int64)
+    reuse = np.full(size, -1, dtype=np.int64)
+    for replica in range(replicas):
+        mine = view_replica == replica
+        if not mine.any():
+            continue
+        tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
+                               inputs.req_t_us, store_threshold)  # fmt: skip
+        gpu[mine] = tiers.gpu
+        if not shared:
+            ram[mine] = tiers.ram
+        reuse[mine] = tiers.reuse_us
+    return _scaled(TierDistances(gpu, ram, reuse), inputs.rate)
+
+
+def _pooled_store(inputs: FleetInputs, store_threshold: int) -> TierDistances:
+    """The tiers of one store over the whole stream (its RAM distances are the pool's)."""
+    tiers = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct, inputs.req_t_us,
+                           store_threshold)  # fmt: skip
+    return _scaled(tiers, inputs.rate)
+
+
+def _no_tier(size: int) -> TierDistances:
+    never = np.zeros(size, dtype=np.int64)
+    return TierDistances(never, never, np.full(size, -1, dtype=np.int64))
+
+
+def _scaled(tiers: TierDistances, rate: float) -> TierDistances:
+    """A sampled distance d stands for d / rate in the whole stream (SHARDS)."""
+    if rate >= 1.0:
+        return tiers
+    gpu = np.ceil(tiers.gpu / rate).astype(np.int64)
+    ram = gpu if tiers.ram is tiers.gpu else np.ceil(tiers.ram / rate).astype(np.int64)
+    return TierDistances(gpu, ram, tiers.reuse_us)

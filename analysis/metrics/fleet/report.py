@@ -1,0 +1,153 @@
+"""The report's `fleet` and `admission` sections (metrics.md section 8): per router the
+fleet curve against host RAM per replica, its ceiling, the recommendation per replica and
+per TP rank, and the load each replica carries; and the single cache admitting a block
+only at its second reference, beside the usual curve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.metrics.curve import HitCurve, hit_share
+from analysis.metrics.fleet.curve import FleetInputs, RouterCurve, router_curve
+from analysis.metrics.recommend import recommend
+from analysis.mrc import curve_capacities
+from analysis.params import AnalysisParams, FleetParams
+from analysis.report import Recommendation
+
+# the admission the single-cache comparison shows: vLLM's store_threshold 2, Dynamo KVBM's
+# disk filter: a block is stored only once it has come back
+ADMISSION_THRESHOLD = 2
+
+
+def fleet_section(
+    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
+    single_cache_ceiling: float,
+) -> dict:  # fmt: skip
+    """The `fleet` section of the report: every chosen router's curve and recommendation."""
+    fleet = params.fleet if params.fleet is not None else FleetParams()
+    gpu_slots = fleet.gpu_cache_bytes // slot_bytes
+    routers = []
+    for router in fleet.chosen_routers():
+        curve = router_curve(inputs, fleet, router, gpu_slots)
+        routers.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
+                                     fleet.replicas))  # fmt: skip
+    return {
+        "replicas": fleet.replicas,
+        "gpu_cache_bytes": fleet.gpu_cache_bytes,
+        "gpu_cache_slots": gpu_slots,
+        "store_threshold": fleet.store_threshold,
+        "prefix_threshold": fleet.prefix_threshold,
+        "exact": inputs.rate >= 1.0,
+        "sampling_rate": inputs.rate,
+        "single_cache_ceiling": single_cache_ceiling,
+        "routers": routers,
+    }
+
+
+def admission_section(
+    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int
+) -> dict:
+    """One cache that stores a block only at its second reference: the curve and the
+    recommendation (section 4's rule) that admission buys."""
+    one = FleetParams(routers=("round_robin",), store_threshold=ADMISSION_THRESHOLD)
+    curve = router_curve(inputs, one, "round_robin", 0)
+    rec = recommend(_as_hit_curve(curve), inputs.counted_tokens, block_tokens, params)
+    points = _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots)
+    return {
+        "store_threshold": ADMISSION_THRESHOLD,
+        "ceiling": rec.ceiling,
+        "mrc": [_single_point(point) for point in points],
+        "recommendation": {
+            "capacity_bytes": rec.capacity_bytes,
+            "capacity_slots": rec.capacity_slots,
+            "ram_bytes": rec.ram_bytes,
+            "per_rank_bytes": rec.per_rank_bytes,
+            "hit_ratio": rec.hit_ratio,
+        },
+    }
+
+
+def _single_point(point: dict) -> dict:
+    """A point of one cache's curve: no tiers to split it into."""
+    return {key: point[key] for key in ("capacity_bytes", "capacity_slots", "hit_ratio")}
+
+
+def _as_hit_curve(curve: RouterCurve) -> HitCurve:
+    """The fleet curve in the shape section 4's recommendation reads (no session split)."""
+    return HitCurve(curve.total, np.zeros(curve.total.size, dtype=np.int64))
+
+
+def _router_entry(
+    curve: RouterCurve, inputs: FleetInputs, params: AnalysisParams, block_tokens: int,
+    slot_bytes: int, replicas: int,
+) -> dict:  # fmt: skip
+    rec = recommend(_as_hit_curve(curve), inputs.counted_tokens, block_tokens, params)
+    gpu_ratio = hit_share(curve.gpu_tokens, inputs.counted_tokens)
+    return {
+        "router": curve.router,
+        "ceiling": rec.ceiling,
+        "gpu_hit_ratio": gpu_ratio,
+        "mrc": _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots),
+        "recommendation": _recommendation(rec, gpu_ratio),
+        "load": _load(curve, inputs, rec.capacity_slots, replicas),
+    }
+
+
+def _recommendation(rec: Recommendation, gpu_ratio: float) -> dict:
+    return {
+        "capacity_bytes": rec.capacity_bytes,
+        "capacity_slots": rec.capacity_slots,
+        "ram_bytes": rec.ram_bytes,
+        "per_rank_bytes": rec.per_rank_bytes,
+        "hit_ratio": rec.hit_ratio,
+        "gpu_hit_ratio": gpu_ratio,
+        "ram_hit_ratio": max(rec.hit_ratio - gpu_ratio, 0.0),
+        "host_fits": rec.host.fits if rec.host is not None else None,
+    }
+
+
+def _points(curve: RouterCurve, total_tokens: int, slot_bytes: int, slots: int) -> list[dict]:
+    """Hit ratio at log-spaced per-replica capacities and at the recommended one, split
+    into the GPU prefix's hits (the same at every capacity) and host RAM's."""
+    cum = curve.total
+    points = []
+    for c in curve_capacities(int(cum.size - 1), extra=(slots,)):
+        hits = int(cum[min(int(c), cum.size - 1)])
+        points.append({
+            "capacity_bytes": int(c) * slot_bytes,
+            "capacity_slots": int(c),
+            "hit_ratio": hit_share(hits, total_tokens),
+            "gpu_hit_ratio": hit_share(curve.gpu_tokens, total_tokens),
+            "ram_hit_ratio": hit_share(hits - curve.gpu_tokens, total_tokens),
+        })  # fmt: skip
+    return points
+
+
+def _load(curve: RouterCurve, inputs: FleetInputs, slots: int, replicas: int) -> dict:
+    """What each replica serves past the warm-up: requests, prompt tokens, and the tokens
+    it must still prefill at `slots` of host RAM (its prompt tokens less its hits)."""
+    mine = curve.replica_of_req[inputs.warmup_requests :]
+    requests = np.bincount(mine, minlength=replicas)
+    prompt = np.bincount(mine, weights=inputs.req_prompt_tokens[inputs.warmup_requests:],
+                         minlength=replicas)  # fmt: skip
+    hit = curve.gpu_hit | ((curve.ram_slots > 0) & (curve.ram_slots <= slots))
+    if inputs.view_counted is not None:
+        hit &= inputs.view_counted
+    hits = np.bincount(curve.view_replica[hit], weights=inputs.view_tokens[hit],
+                       minlength=replicas) / inputs.rate  # fmt: skip
+    prefill = np.maximum(np.rint(prompt - hits), 0)
+    return {
+        "requests_max_over_mean": _max_over_mean(requests),
+        "prompt_tokens_max_over_mean": _max_over_mean(prompt),
+        "prefill_tokens_max_over_mean": _max_over_mean(prefill),
+        "per_replica": [
+            {"requests": int(r), "prompt_tokens": int(p), "prefill_tokens": int(f)}
+            for r, p, f in zip(requests, prompt, prefill, strict=True)
+        ],
+    }
+
+
+def _max_over_mean(values: np.ndarray) -> float:
+    """The busiest replica against the average one (1: even; 1 as well when all are 0)."""
+    mean = float(values.mean()) if values.size else 0.0
+    return float(values.max()) / mean if mean > 0 else 1.0
