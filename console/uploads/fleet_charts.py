@@ -80,7 +80,7 @@ def _router_recommended(i: int, entry: dict) -> go.Scatter:
 
 
 def _ceiling_trace(span: list[float], ratio: float) -> go.Scatter:
-    name = "one cache fed all traffic: ceiling"
+    name = "single-cache ceiling"
     return go.Scatter(
         x=span,
         y=[percent(ratio)] * 2,
@@ -206,7 +206,8 @@ def admission_figure(report: dict) -> dict | None:
     if not admission or not report.get("mrc"):
         return None
     usual = "stored at first use (LRU)"
-    admitted = f"stored at use {admission['store_threshold']}"
+    k = admission["store_threshold"]
+    admitted = f"stored at use {k} (store_threshold {k})"
     fig = go.Figure()
     fig.add_trace(_admission_curve(report["mrc"], usual, "admission-1", 0))
     fig.add_trace(_admission_curve(admission["mrc"], admitted, "admission-k", 1))

@@ -34,22 +34,40 @@ def _capital(text: str) -> str:
 
 
 def _routed_clause(routed: list[dict], replicas: int) -> str:
-    """The routers' ceilings, the highest first (as sorted by the caller)."""
-    texts = [percent_text(entry["ceiling"]) for entry in routed]
-    names = [router_phrase(entry["router"]) for entry in routed]
-    if len(routed) == 1:
-        return f"{_capital(names[0])} over {replicas} replicas reaches a {texts[0]} ceiling"
-    if len(set(texts)) == 1:
-        return f"{_capital(_joined(names))} reach the same {texts[0]} ceiling"
-    rest = [f"{name} reaches {text}" for name, text in zip(names[1:], texts[1:], strict=True)]
-    return f"{_capital(names[0])} reaches a {texts[0]} ceiling where {_joined(rest)}"
+    """The routers' ceilings, the highest first (as sorted by the caller); routers whose
+    ceilings read the same are said together ("x and y reach 20.0 %")."""
+    groups = _groups(routed)
+    (first, text), rest = groups[0], groups[1:]
+    if not rest:
+        if len(first) == 1:
+            return f"{_capital(first[0])} over {replicas} replicas reaches a {text} ceiling"
+        return f"{_capital(_joined(first))} reach the same {text} ceiling"
+    best = f"{_capital(_joined(first))} {_reach(first)} a {text} ceiling"
+    return f"{best} where {_joined([f'{_joined(g)} {_reach(g)} {t}' for g, t in rest])}"
+
+
+def _groups(routed: list[dict]) -> list[tuple[list[str], str]]:
+    """The routers as phrases, those next to each other whose ceilings read the same
+    (rounded as shown) in one group: [(phrases, ceiling text)]."""
+    groups: list[tuple[list[str], str]] = []
+    for entry in routed:
+        name, text = router_phrase(entry["router"]), percent_text(entry["ceiling"])
+        if groups and groups[-1][1] == text:
+            groups[-1][0].append(name)
+        else:
+            groups.append(([name], text))
+    return groups
+
+
+def _reach(subjects: list[str]) -> str:
+    return "reaches" if len(subjects) == 1 else "reach"
 
 
 def fleet_sentence(fleet: dict) -> str:
     """Which router buys what, from the fleet's ceilings: the routers from the highest
     ceiling down, the pooled store after them, the single cache for reference (e.g.
     "Prefix-aware routing reaches a 36.0 % ceiling where round robin reaches 20.0 %; a
-    pooled store reaches 37.0 %; one cache fed all of the traffic, 37.0 %.")."""
+    pooled store reaches 37.0 %; one cache fed all of the traffic reaches 37.0 %.")."""
     entries = fleet.get("routers") or []
     # highest ceiling first; equals keep the report's order (sorted is stable)
     routed = sorted(
@@ -65,7 +83,7 @@ def fleet_sentence(fleet: dict) -> str:
             else f"A pooled store over {fleet['replicas']} replicas reaches a {ceiling} ceiling"
         )
     clauses.append(
-        f"one cache fed all of the traffic, {percent_text(fleet['single_cache_ceiling'])}"
+        f"one cache fed all of the traffic reaches {percent_text(fleet['single_cache_ceiling'])}"
     )
     return "; ".join(clauses) + "."
 
@@ -101,16 +119,17 @@ def admission_sentences(report: dict) -> list[str] | None:
     usual, admitted = report["recommendation"], admission["recommendation"]
     k = admission["store_threshold"]
     use = f"{ORDINALS.get(k, f'{k}th')} use"
+    recovers = admitted["ram_bytes"] < usual["ram_bytes"]
     lru = (
-        f"The LRU recommendation is larger because it stores one-offs too: "
-        f"{gib_text(usual['ram_bytes'])} of RAM for a {percent_text(usual['hit_ratio'])} "
-        f"hit ratio (ceiling {percent_text(usual['ceiling'])})."
+        f"The LRU recommendation {'is larger because it stores' if recovers else 'stores'} "
+        f"one-offs too: {gib_text(usual['ram_bytes'])} of RAM for a "
+        f"{percent_text(usual['hit_ratio'])} hit ratio (ceiling {percent_text(usual['ceiling'])})."
     )
     sized = (
         f"{gib_text(admitted['ram_bytes'])} of RAM for "
         f"{percent_text(admitted['hit_ratio'])} (ceiling {percent_text(admission['ceiling'])})"
     )
-    if admitted["ram_bytes"] < usual["ram_bytes"]:
+    if recovers:
         admit = (
             f"Admitting a block only at its {use} (vLLM's store_threshold {k}) recovers "
             f"part of the gap: {sized}; the price is that every use of a block up to its "
