@@ -38,6 +38,8 @@ class HostBudget:
 
 # metrics.md section 8: how a fleet's router assigns requests to replicas
 ROUTERS = ("round_robin", "session", "prefix", "pooled")
+# the prefix router keeps a bit per replica and key: 256 replicas of 10 M keys is 320 MB
+MAX_REPLICAS = 256
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,8 @@ class FleetParams:
         return ROUTERS if self.replicas > 1 else ("round_robin",)
 
     def validate(self) -> None:
-        if not 1 <= self.replicas <= 1024:
-            raise ValueError("replicas must be between 1 and 1024")
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise ValueError(f"replicas must be between 1 and {MAX_REPLICAS}")
         unknown = [r for r in self.routers if r not in ROUTERS]
         if unknown:
             raise ValueError(f"routers must be among {', '.join(ROUTERS)}, not {unknown[0]}")

@@ -77,7 +77,7 @@ def analyze(
     stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
 ) -> Report:
     params.validate()
-    advance = _stepper(progress, len(params.windows_s) + 3)
+    advance = _stepper(progress, len(params.windows_s) + 4)
     run = _scoped_run(stream, params)
     advance()
 
@@ -113,6 +113,7 @@ def analyze(
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
                                      recommendation.ceiling)  # fmt: skip
+    advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
                                   params)  # fmt: skip

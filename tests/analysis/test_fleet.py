@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import AnalysisParams, analyze
+from analysis import AnalysisParams, Report, analyze
 from analysis.metrics.fleet.routing import route, session_route
 from analysis.params import FleetParams
 from analysis.reuse import dense_ids
@@ -28,7 +28,7 @@ def _at(entry: dict, slots: int, key: str = "hit_ratio") -> float:
     return next(p[key] for p in entry["mrc"] if p["capacity_slots"] == slots)
 
 
-def _fleet(requests, **fleet) -> object:
+def _fleet(requests, **fleet) -> Report:
     return analyze(stream_of(requests), AnalysisParams(fleet=FleetParams(**fleet)))
 
 

@@ -117,15 +117,22 @@ def _per_replica(
     gpu_only: bool,
 ) -> TierDistances:  # fmt: skip
     """Both tiers' distances of every replica's own references, in the view's order."""
+    if replicas == 1:  # one replica's stream is the whole view: no copies
+        whole = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
+                               inputs.req_t_us, store_threshold)  # fmt: skip
+        return _scaled(whole, inputs.rate)
     size = inputs.view_ids.size
     gpu = np.zeros(size, dtype=np.int64)
     # with k = 1 (or a GPU tier alone) the RAM distances are the stream's own
     shared = gpu_only or store_threshold <= 1
     ram = gpu if shared else np.zeros(size, dtype=np.int64)
     reuse = np.full(size, -1, dtype=np.int64)
+    # each replica's references in stream order: one stable sort, then a slice each
+    order = np.argsort(view_replica, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(view_replica, minlength=replicas))))
     for replica in range(replicas):
-        mine = view_replica == replica
-        if not mine.any():
+        mine = order[bounds[replica] : bounds[replica + 1]]
+        if not mine.size:
             continue
         tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
                                inputs.req_t_us, store_threshold)  # fmt: skip

@@ -61,17 +61,20 @@ def _prefix_route(starts, ids, tokens, prompt_tokens, distinct, replicas, thresh
     leading blocks (ties: fewest requests so far, then the lowest index), unless that run
     covers less than `threshold` of the prompt: then the least-loaded replica. The index
     never forgets: every block routed to a replica stays in its index."""
-    seen = np.zeros((replicas, distinct), dtype=np.bool_)
+    # which replicas' indexes hold each key: one bit per replica
+    seen = np.zeros((distinct, (replicas + 63) // 64), dtype=np.uint64)
     routed = np.zeros(replicas, dtype=np.int64)
     requests = starts.size - 1
     out = np.empty(requests, dtype=np.int32)
+    one = np.uint64(1)
     for r in range(requests):
         s, e = starts[r], starts[r + 1]
         best, best_match = 0, -1
         for j in range(replicas):
+            word, bit = j >> 6, one << np.uint64(j & 63)
             match = 0
             for i in range(s, e):
-                if not seen[j, ids[i]]:
+                if not seen[ids[i], word] & bit:
                     break
                 match += tokens[i]
             if match > best_match or (match == best_match and routed[j] < routed[best]):
@@ -83,6 +86,7 @@ def _prefix_route(starts, ids, tokens, prompt_tokens, distinct, replicas, thresh
                     best = j
         out[r] = best
         routed[best] += 1
+        word, bit = best >> 6, one << np.uint64(best & 63)
         for i in range(s, e):
-            seen[best, ids[i]] = True
+            seen[ids[i], word] |= bit
     return out

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, FORMATS
-from analysis.params import DEFAULTS, HOST_RESERVES
+from analysis.params import DEFAULTS, HOST_RESERVES, ROUTERS, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.readers import TOOLS_POSITIONS
 from analysis.reuse import SCOPES
@@ -40,6 +40,11 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
         doc_min_tokens=opts["doc_min_tokens"],
         host_ram_gib=opts["host_ram_gib"],
         budgets_gib=opts["budget_gib"],
+        replicas=opts["replicas"],
+        routers=opts["router"],
+        prefix_threshold=opts["prefix_threshold"],
+        gpu_cache_gib=opts["gpu_cache_gib"],
+        store_threshold=opts["store_threshold"],
         **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in HOST_RESERVES},
     )
 
@@ -175,6 +180,47 @@ def add_host_arguments(parser: CommandParser) -> None:
         )
 
 
+def add_fleet_arguments(parser: CommandParser) -> None:
+    """The fleet (metrics.md section 8); giving any of these adds the report's `fleet`."""
+    fleet = FleetParams()
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"serving instances of the route (default {fleet.replicas})",
+    )
+    parser.add_argument(
+        "--router",
+        choices=ROUTERS,
+        action="append",
+        default=None,
+        help="how requests reach replicas, repeatable (default: every router when N > 1)",
+    )
+    parser.add_argument(
+        "--prefix-threshold",
+        type=float,
+        default=None,
+        metavar="F",
+        help="share of a prompt a prefix match must cover to steer the prefix router "
+        f"(default {fleet.prefix_threshold:g})",
+    )
+    parser.add_argument(
+        "--gpu-cache-gib",
+        type=float,
+        default=None,
+        metavar="X",
+        help="GPU prefix cache per replica, total across its TP ranks (default 0)",
+    )
+    parser.add_argument(
+        "--store-threshold",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"a block enters host RAM at its K-th reference (default {fleet.store_threshold})",
+    )
+
+
 class Command(BaseCommand):
     help = "Analyze request logs and write the working-set report as JSON."
     requires_system_checks: list = []  # pure computation: no need to check URLs or models
@@ -184,6 +230,7 @@ class Command(BaseCommand):
         add_analysis_arguments(parser)
         add_reading_arguments(parser)
         add_host_arguments(parser)
+        add_fleet_arguments(parser)
         parser.add_argument(
             "--save-stream",
             metavar="DIR",
