@@ -9,7 +9,7 @@ import math
 from django import forms
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES, ServingShape
-from analysis.params import DEFAULTS, ROUTERS, FleetParams
+from analysis.params import DEFAULTS, MAX_REPLICAS, ROUTERS, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
@@ -38,8 +38,8 @@ MAX_PARAMS_B = 100_000  # 100 T parameters
 MAX_SEQUENCES = 65_536
 MAX_CONTEXT_TOKENS = 10 * 1024**2
 MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
-# a fleet (metrics.md section 8), as FleetParams.validate bounds it
-MAX_REPLICAS = 1024
+# a fleet (metrics.md section 8), as FleetParams.validate bounds it (its replicas: the
+# engine's MAX_REPLICAS)
 MAX_STORE_THRESHOLD = 1000
 MAX_GPU_CACHE_GIB = MAX_GPU_GIB * 64  # a replica's prefix cache: every GPU of the widest TP
 

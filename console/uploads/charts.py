@@ -160,8 +160,8 @@ def report_figures(report: dict) -> dict[str, dict]:
     """All figures of one report, by name, in the order the analysis page shows them:
     "mrc", "working_set", "reuse", "routes" always; "segments" for chat logs only;
     "budgets" only when the report has budgets; then "admission" when the report has the
-    admission curve, and "fleet" and "fleet_load" when it has a fleet (console.uploads.
-    fleet_view.SECTION_FIGURES: each in its own section of the page, after the others)."""
+    admission curve, and "fleet" and "fleet_load" when it has a fleet: these three in
+    sections of their own, after the others (SECTION_FIGURES of console.uploads.fleet_view)."""
     figures = {
         "mrc": mrc_figure(report),
         "working_set": working_set_figure(report),

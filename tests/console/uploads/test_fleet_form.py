@@ -100,7 +100,7 @@ def test_a_stored_fleet_comes_back_onto_the_form():
     ("fleet", "field", "message"),
     [
         ({"replicas": "0"}, "replicas", "A fleet has at least 1 replica."),
-        ({"replicas": "1025"}, "replicas", "At most 1,024 replicas."),
+        ({"replicas": "257"}, "replicas", "At most 256 replicas."),  # the engine's bound
         ({"replicas": "four"}, "replicas", "Replicas are a whole number, e.g. 4."),
         ({"replicas": "4", "routers": ["random"]}, "routers",
          "random is not a router this console knows."),

@@ -122,6 +122,30 @@ def test_round_robin_and_prefix_on_two_replicas_by_hand(client, analyst, four_re
     assert float(two_slots[0]["capacity_gib"]) == pytest.approx(2 * SLOT_BYTES / GIB)
 
 
+def test_a_gpu_cache_takes_its_share_of_the_hits_by_hand(client, analyst, four_requests):
+    """One slot of GPU prefix cache per replica (64 MiB), round robin on 2 replicas: at
+    each replica's second request block 1 (touched last, stack distance 1) is a GPU hit;
+    block 2 (distance 2) needs 2 slots of RAM. GPU: 2 * 512 of 4096 tokens, 25 %; RAM,
+    from 2 slots: as much again. The recommendation (90 % of the 50 % ceiling) is those 2
+    slots: 0.14 GiB per replica, which fits a 1 GiB host."""
+    assert client.login(username=analyst.username, password=PASSWORD)
+    response = client.post(
+        reverse("analysis_new", args=[four_requests.pk]),
+        _reanalysis(replicas="2", routers=["round_robin"], gpu_cache_gib=str(SLOT_BYTES / GIB),
+                    host_ram_gib="1"),
+    )  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:2000]
+    analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
+    assert analysis.status == "done", analysis.message
+    assert analysis.report["fleet"]["gpu_cache_slots"] == 1
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    row = _table(page)["round_robin"]
+    assert (row["ceiling"], row["hit_ratio"]) == ("50.0 %", "50.0 %")
+    assert (row["gpu_hit_ratio"], row["ram_hit_ratio"]) == ("25.0 %", "25.0 %")
+    assert (row["ram_bytes"], row["host_fits"]) == ("0.14 GiB", "fits")
+    assert "Round robin over 2 replicas reaches a 50.0 % ceiling;" in page
+
+
 def test_admission_is_explained_with_both_sizes(client, analyst, four_requests):
     """Stored at its second use, a block's first two uses miss: only requests 2 and 3 hit,
     2 * 1024 of 4096 tokens, a 50 % ceiling against the usual 75 %; both need two slots
