@@ -15,6 +15,9 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench reanalyze --requests 500000 [--workdir DIR]
   replay      replay-trace page summary and whole export from a stored block stream
               python -m bench replay --requests 1000000 [--workdir DIR]
+  fleet       fleet analysis (every router x N replicas) vs the single cache, analyze():
+              the shared Mooncake trace at 4 replicas, then a generated conversation trace
+              python -m bench fleet --refs 10000000 --replicas 8 [--runs 10] [--workdir DIR]
   parallel    split ingest in plain worker processes + merge, vs one process
               python -m bench parallel --requests 150000 --workers 2 [--workdir DIR]
   workers     split ingest through real Celery workers (PostgreSQL, Redis): one vs two
@@ -31,8 +34,8 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench pageload [--mode dev|prod|both] [--runs 5] [--workdir DIR]
 
 --repeat N (before NAME; default 3): whole-process runs to take the best of. `ingest-once`,
-`longline-once` and `blanklines-once` are the measured children of memory, longline and
-blanklines, not benchmarks of their own.
+`longline-once`, `blanklines-once` and `fleet-once` are the measured children of memory,
+longline, blanklines and fleet, not benchmarks of their own.
 """
 
 from __future__ import annotations
@@ -98,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay-trace page summary and export, stored stream")
     p.add_argument("--requests", type=int, default=1_000_000)
     p.add_argument("--workdir")
+    p = sub.add_parser("fleet", help="fleet analysis (routers x replicas) vs one cache")
+    p.add_argument("--refs", type=int, default=10_000_000)
+    p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--runs", type=int, default=10, help="shared trace: analyses, best shown")
+    p.add_argument("--workdir")
+    _child(sub, "fleet-once", "replicas", type=int)
     p = sub.add_parser("pageload", help="the first analysis page: HTML + scripts, browser")
     p.add_argument("--mode", choices=("dev", "prod", "both"), default="both")
     p.add_argument("--runs", type=int, default=5, help="timed loads, median shown")
@@ -141,6 +150,14 @@ def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import stored_stream
 
             stored_stream.run_replay(args.requests, args.workdir)
+        case "fleet":
+            from bench import fleet
+
+            fleet.run(args.refs, args.replicas, args.runs, args.workdir, timer)
+        case "fleet-once":
+            from bench import fleet
+
+            fleet.analyze_once(args.log, args.out, args.replicas)
         case "parallel":
             from bench import parallel
 

@@ -2,10 +2,13 @@
 
     python -m bench.generate chat --requests 2000 --out sample/chat-sample.jsonl.gz
     python -m bench.generate mooncake --requests 500000 --out /tmp/trace.jsonl
+    python -m bench.generate mooncake --conversations 0.4 --out /tmp/bailian.jsonl
 
 Chat logs mix: a few system prompts (one per tenant product), a Zipf-popular set of
 reference documents sent as document parts, one-off uploads, and multi-turn sessions
-that resend their history. Same seed, same bytes.
+that resend their history. Pre-hashed traces mix shared system prefixes, Zipf-popular
+documents and one-off tails, and with --conversations sessions whose turns resend their
+history (as Bailian lines). Same seed, same bytes.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import itertools
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -108,8 +113,16 @@ def mooncake_requests(
     prefixes: int = 4,
     documents: int = 2000,
     mean_gap_ms: float = 20.0,
+    conversations: float = 0.0,
+    open_conversations: int = 1000,
 ) -> Iterator[dict]:
-    """Pre-hashed trace: shared system prefixes, Zipf-popular documents, unique tails."""
+    """Pre-hashed trace: shared system prefixes, Zipf-popular documents, unique tails.
+
+    With `conversations` > 0 that share of the requests are later turns of a conversation
+    still open (at most `open_conversations` at once, each of one to eight turns): the
+    previous turn's full blocks, then new blocks for the answer and the next question. The
+    lines are then Bailian's (metrics.md section 7): chat_id and parent_chat_id chain the
+    turns into sessions, timestamps are seconds, blocks hold 16 tokens."""
     rng = random.Random(seed)
     next_id = 0
 
@@ -121,22 +134,79 @@ def mooncake_requests(
 
     system = [fresh(rng.randint(2, 6)) for _ in range(prefixes)]
     docs = [fresh(rng.randint(3, 18)) for _ in range(documents)]
-    weights = [1 / (rank + 1) ** 1.05 for rank in range(documents)]
+    # (random.choices draws the same with the running sum given as with the weights)
+    cum_weights = list(itertools.accumulate(1 / (rank + 1) ** 1.05 for rank in range(documents)))
+    block = BAILIAN_BLOCK if conversations else MOONCAKE_BLOCK
+    chats = _OpenChats(rng, open_conversations)
     t = 0.0
-    for _ in range(requests):
+    for i in range(requests):
         t += rng.expovariate(1 / mean_gap_ms)
-        p = rng.randrange(prefixes)
-        ids = list(system[p])
-        if rng.random() < 0.7:
-            ids += [hash((p, h)) & 0x7FFFFFFF | 1 << 40 for h in rng.choices(docs, weights)[0]]
-        ids += fresh(rng.randint(1, 6))
-        tail = rng.randint(1, 512)
-        yield {
+        chat = chats.next_turn() if conversations and rng.random() < conversations else None
+        if chat is not None:  # the history's full blocks, the answer, the next question
+            ids = chat.ids[:-1] + fresh(rng.randint(1, 4)) + fresh(rng.randint(1, 6))
+        else:
+            p = rng.randrange(prefixes)
+            ids = list(system[p])
+            if rng.random() < 0.7:
+                doc = rng.choices(docs, cum_weights=cum_weights)[0]
+                ids += [hash((p, h)) & 0x7FFFFFFF | 1 << 40 for h in doc]
+            ids += fresh(rng.randint(1, 6))
+        tail = rng.randint(1, block)
+        row: dict = {
             "timestamp": int(t),
-            "input_length": 512 * (len(ids) - 1) + tail,
+            "input_length": block * (len(ids) - 1) + tail,
             "output_length": rng.randint(1, 500),
             "hash_ids": ids,
         }
+        if conversations:
+            row["timestamp"] = round(t / 1000, 3)
+            row["chat_id"], row["parent_chat_id"] = i, chats.record(chat, i, ids)
+        yield row
+
+
+MOONCAKE_BLOCK = 512  # tokens a block of each trace format holds
+BAILIAN_BLOCK = 16
+
+
+@dataclass(eq=False)
+class _Chat:
+    last_chat_id: int
+    ids: list[int]  # the hash_ids of its latest turn
+    turns_left: int
+
+
+class _OpenChats:
+    """The conversations a generated trace has open: a random one takes the next turn."""
+
+    def __init__(self, rng: random.Random, limit: int):
+        self._rng = rng
+        self._limit = limit
+        self._open: list[_Chat] = []
+        self._picked = 0  # where next_turn's conversation is in _open
+
+    def next_turn(self) -> _Chat | None:
+        """An open conversation, picked at random (None when none is open)."""
+        if not self._open:
+            return None
+        self._picked = self._rng.randrange(len(self._open))
+        return self._open[self._picked]
+
+    def record(self, chat: _Chat | None, chat_id: int, ids: list[int]) -> int:
+        """The parent_chat_id of the turn `chat_id` (-1: it starts a conversation of one to
+        eight turns, open for the later ones while fewer than the limit are)."""
+        if chat is None:
+            turns = self._rng.randint(1, 8)
+            if turns > 1 and len(self._open) < self._limit:
+                self._open.append(_Chat(chat_id, ids, turns - 1))
+            return -1
+        parent = chat.last_chat_id
+        chat.last_chat_id, chat.ids = chat_id, ids
+        chat.turns_left -= 1
+        if chat.turns_left == 0:  # closed: the last open one takes its place
+            last = self._open.pop()
+            if last is not chat:
+                self._open[self._picked] = last
+        return parent
 
 
 def long_line(kind: str, size: int) -> bytes:
@@ -202,9 +272,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("kind", choices=("chat", "mooncake"))
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--conversations",
+        type=float,
+        default=0.0,
+        help="mooncake: share of later turns of a session (Bailian lines)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    extra = {"seed": args.seed} if args.seed is not None else {}
+    extra: dict = {"seed": args.seed} if args.seed is not None else {}
+    if args.kind == "mooncake" and args.conversations:
+        extra["conversations"] = args.conversations
     rows = (chat_requests if args.kind == "chat" else mooncake_requests)(args.requests, **extra)
     count = write_jsonl(rows, args.out)
     print(f"wrote {count} requests to {args.out}")

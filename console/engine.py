@@ -97,7 +97,6 @@ def analysis_params(
     params_b: float | None = None,
     concurrent_sequences: int = ServingShape.concurrent_sequences,
     context_tokens: int = ServingShape.context_tokens,
-    # a fleet (metrics.md section 8): none of them given, one cache (fleet None)
     replicas: int | None = None,
     routers: list[str] | None = None,
     prefix_threshold: float | None = None,
@@ -114,10 +113,10 @@ def analysis_params(
         raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
     profile = _profile(model, model_config)
     host = _host_budget(host_ram_gib, reserves_gib) if host_ram_gib is not None else None
-    serving = _serving_shape(
-        gpu_memory_gib, tp, weight_dtype, params_b, concurrent_sequences, context_tokens
-    )
-    fleet = _fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold)
+    serving = None
+    if gpu_memory_gib is not None:
+        serving = _serving(gpu_memory_gib, tp, weight_dtype, params_b, concurrent_sequences,
+                           context_tokens)  # fmt: skip
     return AnalysisParams(
         windows_s=tuple(windows) if windows else DEFAULTS.windows_s,
         profile=profile,
@@ -133,25 +132,22 @@ def analysis_params(
         host=host,
         budgets_gib=tuple(budgets_gib or ()),
         serving=serving,
-        fleet=fleet,
+        fleet=_fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold),
     )
 
 
-def _serving_shape(
-    gpu_memory_gib: float | None,
-    tp: int,
+def _serving(
+    gpu_memory_gib: float,
+    gpus: int,
     weight_dtype: str,
     params_b: float | None,
     concurrent_sequences: int,
     context_tokens: int,
-) -> ServingShape | None:
-    """The serving shape of one replica on its `tp` GPUs; None without GPU memory (no
-    budgets asked for)."""
-    if gpu_memory_gib is None:
-        return None
+) -> ServingShape:
+    """The serving shape behind the weights / active KV / host RAM budgets."""
     return ServingShape(
         gpu_memory_bytes=_gib(gpu_memory_gib),
-        gpus=tp,
+        gpus=gpus,
         weight_dtype=weight_dtype,
         params=params_b * 1e9 if params_b else None,
         concurrent_sequences=concurrent_sequences,
@@ -166,17 +162,18 @@ def _fleet(
     gpu_cache_gib: float | None,
     store_threshold: int | None,
 ) -> FleetParams | None:
-    """The fleet when any of its values is given (one left out keeps FleetParams' own
-    default), else None: one cache fed all of the traffic."""
-    given: dict = {
-        "replicas": replicas,
-        "routers": tuple(routers) if routers else None,
-        "prefix_threshold": prefix_threshold,
-        "gpu_cache_bytes": _gib(gpu_cache_gib),
-        "store_threshold": store_threshold,
-    }
-    given = {name: value for name, value in given.items() if value is not None}
-    return FleetParams(**given) if given else None
+    """The fleet when any of its parameters is given (the rest at FleetParams' defaults)."""
+    if replicas is None and not routers and prefix_threshold is None and (
+        gpu_cache_gib is None) and store_threshold is None:  # fmt: skip
+        return None
+    default = FleetParams()
+    return FleetParams(
+        replicas=default.replicas if replicas is None else replicas,
+        routers=tuple(routers or ()),
+        prefix_threshold=default.prefix_threshold if prefix_threshold is None else prefix_threshold,
+        gpu_cache_bytes=_gib(gpu_cache_gib) or 0,
+        store_threshold=default.store_threshold if store_threshold is None else store_threshold,
+    )
 
 
 def _profile(model: str, model_config: dict | str | Path | None) -> KVProfile:

@@ -19,7 +19,7 @@ from analysis.metrics.curve import (
     sampled_curve,
     sampling_rate,
 )
-from analysis.metrics.fleet import FleetInputs, admission_section, fleet_inputs, fleet_section
+from analysis.metrics.fleet import admission_section, fleet_inputs, fleet_section
 from analysis.metrics.recommend import recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
@@ -108,11 +108,7 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
-    tiers = _fleet_inputs(run, lifetime_us, rate)
-    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes)
-    if params.fleet is not None:
-        report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
-                                     recommendation.ceiling)  # fmt: skip
+    _add_tiers(report, run, lifetime_us, rate)
     advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
@@ -136,13 +132,17 @@ def analyze(
     return report
 
 
-def _fleet_inputs(run: _Run, lifetime_us: int | None, rate: float) -> FleetInputs:
-    """What the fleet's and admission's curves read of this run."""
-    stream = run.stream
+def _add_tiers(report: Report, run: _Run, lifetime_us: int | None, rate: float) -> None:
+    """The single cache admitting at the second use, and the fleet when one is asked for."""
+    stream, params = run.stream, run.params
     columns = (stream.req_ref_start, stream.ref_tokens, stream.req_t_us, stream.req_session,
                stream.req_prompt_tokens)  # fmt: skip
-    return fleet_inputs(run.ids, run.distinct, run.ref_req, columns, run.warmup_requests,
-                        run.counted_tokens, lifetime_us, rate)  # fmt: skip
+    tiers = fleet_inputs(run.ids, run.distinct, run.ref_req, columns, run.warmup_requests,
+                         run.counted_tokens, lifetime_us, rate)  # fmt: skip
+    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes)
+    if params.fleet is not None:
+        report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
+                                     report.recommendation.ceiling)  # fmt: skip
 
 
 def _stepper(progress: ProgressFn | None, steps: int) -> Callable[[], None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import AnalysisParams, HostBudget, IngestOptions, analyze, ingest, preset
+from analysis.params import FleetParams
 from tests.golden.cases import CASES, HASH_KEY
 
 GIB = 1 << 30
@@ -17,6 +18,8 @@ BY_NAME = {case.name: case for case in CASES}
 
 
 def _params(name: str) -> AnalysisParams:
+    if name == "mooncake-fleet":
+        return AnalysisParams(tp=2, fleet=FleetParams(replicas=4, gpu_cache_bytes=8 * GIB))
     if name != "sample-reanalysis":
         return AnalysisParams()
     reserves = dict.fromkeys(

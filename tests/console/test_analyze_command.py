@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
+from analysis.params import FleetParams
 from tests.analysis.factories import as_gateway_csv
 
 CONTRACT_KEYS = {
@@ -204,3 +205,43 @@ def test_a_gateway_csv_log_gives_the_report_of_the_same_requests_as_jsonl(chat_l
     assert reports["jsonl"]["requests"] == 120 and reports["jsonl"]["errors"] == []
     assert reports["csv"] == reports["jsonl"]
     assert reports["auto"] == reports["jsonl"]
+
+
+FLEET_ROUTER_KEYS = {"router", "ceiling", "mrc", "recommendation", "load"}
+FLEET_POINT_KEYS = {"capacity_bytes", "hit_ratio", "gpu_hit_ratio", "ram_hit_ratio"}
+
+
+def test_fleet_options_add_the_contract_fleet_and_match_the_engine(chat_log, tmp_path, settings):
+    plain = tmp_path / "plain.json"
+    _run(chat_log, "--json", plain)
+    # without a fleet option there is no fleet, only the admission comparison
+    assert json.loads(plain.read_text())["fleet"] is None
+    out = tmp_path / "fleet.json"
+    _run(chat_log, "--json", out, "--replicas", "2", "--router", "round_robin",
+         "--router", "prefix", "--gpu-cache-gib", "0.5", "--store-threshold", "2",
+         "--prefix-threshold", "0.25", "--tp", "2")  # fmt: skip
+    fleet = json.loads(out.read_text())["fleet"]
+    assert (fleet["replicas"], fleet["store_threshold"], fleet["prefix_threshold"]) == (2, 2, 0.25)
+    assert fleet["gpu_cache_bytes"] == 1 << 29
+    assert [r["router"] for r in fleet["routers"]] == ["round_robin", "prefix"]
+    for entry in fleet["routers"]:
+        assert set(entry) >= FLEET_ROUTER_KEYS
+        assert all(set(point) >= FLEET_POINT_KEYS for point in entry["mrc"])
+        caps = [p["capacity_bytes"] for p in entry["mrc"]]
+        assert caps == sorted(caps) and len(caps) >= 64
+        rec = entry["recommendation"]
+        assert rec["ram_bytes"] == 2 * rec["per_rank_bytes"]  # two TP ranks of a replica
+        assert len(entry["load"]["per_replica"]) == 2
+    # the engine, asked the same, gives the same fleet
+    stream = ingest([chat_log], IngestOptions(hash_key=settings.KVSCOPE_HASH_KEY))
+    engine = analyze(stream, AnalysisParams(tp=2, fleet=FleetParams(
+        replicas=2, routers=("round_robin", "prefix"), gpu_cache_bytes=1 << 29,
+        store_threshold=2, prefix_threshold=0.25)))  # fmt: skip
+    assert json.loads(orjson.dumps(engine.fleet)) == fleet
+    # one replica alone: a fleet of one round-robin router
+    one = tmp_path / "one.json"
+    _run(chat_log, "--json", one, "--store-threshold", "2")
+    assert [r["router"] for r in json.loads(one.read_text())["fleet"]["routers"]] == [
+        "round_robin"]  # fmt: skip
+    with pytest.raises(CommandError, match="replicas must be"):
+        _run(chat_log, "--json", tmp_path / "bad.json", "--replicas", "0")

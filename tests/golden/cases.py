@@ -46,4 +46,10 @@ CASES = (
         ),
     ),
     Case("mooncake-default", shared_trace()),
+    # four replicas behind every router, each with a GPU prefix cache, on two TP ranks
+    Case(
+        "mooncake-fleet",
+        shared_trace(),
+        ("--replicas", "4", "--gpu-cache-gib", "8", "--tp", "2"),
+    ),
 )  # fmt: skip

@@ -91,8 +91,8 @@ def router_curve(
     if pooled and gpu_slots == 0:  # no GPU tier: the replicas' own streams play no part
         own = _no_tier(inputs.view_ids.size)
     else:
-        own = _per_replica(inputs, view_replica, replicas,
-                           1 if pooled else fleet.store_threshold, gpu_only=pooled)  # fmt: skip
+        own = _per_replica(inputs, view_replica, replicas, 1 if pooled else fleet.store_threshold,
+                           gpu_only=pooled, gpu_tier=gpu_slots > 0)  # fmt: skip
     host = _pooled_store(inputs, fleet.store_threshold) if pooled else own
     life = inputs.lifetime_us
     hits = request_hits(
@@ -114,12 +114,13 @@ def router_curve(
 
 def _per_replica(
     inputs: FleetInputs, view_replica: np.ndarray, replicas: int, store_threshold: int,
-    gpu_only: bool,
+    gpu_only: bool, gpu_tier: bool,
 ) -> TierDistances:  # fmt: skip
-    """Both tiers' distances of every replica's own references, in the view's order."""
+    """Both tiers' distances of every replica's own references, in the view's order (the
+    GPU tier's left at 0 when there is none and nothing else reads them)."""
     if replicas == 1:  # one replica's stream is the whole view: no copies
         whole = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
-                               inputs.req_t_us, store_threshold)  # fmt: skip
+                               inputs.req_t_us, store_threshold, gpu_tier)  # fmt: skip
         return _scaled(whole, inputs.rate)
     size = inputs.view_ids.size
     gpu = np.zeros(size, dtype=np.int64)
@@ -135,7 +136,7 @@ def _per_replica(
         if not mine.size:
             continue
         tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
-                               inputs.req_t_us, store_threshold)  # fmt: skip
+                               inputs.req_t_us, store_threshold, gpu_tier)  # fmt: skip
         gpu[mine] = tiers.gpu
         if not shared:
             ram[mine] = tiers.ram
@@ -144,9 +145,10 @@ def _per_replica(
 
 
 def _pooled_store(inputs: FleetInputs, store_threshold: int) -> TierDistances:
-    """The tiers of one store over the whole stream (its RAM distances are the pool's)."""
+    """The tiers of one store over the whole stream (its RAM distances are the pool's; the
+    replicas' GPU tiers are their own, so this one's are never read)."""
     tiers = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct, inputs.req_t_us,
-                           store_threshold)  # fmt: skip
+                           store_threshold, gpu_tier=False)  # fmt: skip
     return _scaled(tiers, inputs.rate)
 
 

@@ -30,10 +30,16 @@ def tier_distances(
     distinct: int,
     req_t_us: np.ndarray,
     store_threshold: int,
+    gpu_tier: bool = True,
 ) -> TierDistances:
-    """Both tiers' distances over one stream of references, in engine order."""
+    """Both tiers' distances over one stream of references, in engine order. Without a
+    GPU tier (`gpu_tier` False) and with k > 1 nothing reads the stream's own distances:
+    they are left at 0 (never a GPU hit), saving the costliest pass of the two."""
     prev, _ = prev_next(ids, distinct)
-    gpu = stack_distances(prev, request_starts(ref_req))
+    if gpu_tier or store_threshold <= 1:
+        gpu = stack_distances(prev, request_starts(ref_req))
+    else:
+        gpu = np.zeros(ids.size, dtype=np.int64)
     reuse = ref_reuse_times(req_t_us, ref_req, prev)
     del prev
     return TierDistances(gpu, admitted_distances(ids, ref_req, distinct, store_threshold, gpu),
