@@ -144,6 +144,7 @@ def test_a_gpu_cache_takes_its_share_of_the_hits_by_hand(client, analyst, four_r
     assert (row["gpu_hit_ratio"], row["ram_hit_ratio"]) == ("25.0 %", "25.0 %")
     assert (row["ram_bytes"], row["host_fits"]) == ("0.14 GiB", "fits")
     assert "Round robin over 2 replicas reaches a 50.0 % ceiling;" in page
+    assert "The pooled store's RAM per replica" not in page  # no pooled store asked for
 
 
 def test_admission_is_explained_with_both_sizes(client, analyst, four_requests):
