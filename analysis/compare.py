@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from analysis.params import ROUTER_NAMES
+
 # (key, label, unit): unit says how the console formats the value
 HEADLINES = (
     ("requests", "Requests", "count"),
@@ -34,13 +36,6 @@ ROUTER_HEADLINES = (
     ("ram_bytes", "recommended RAM per replica", "bytes"),
     ("per_rank_bytes", "recommended RAM per TP rank", "bytes"),
 )
-# the routers in words, in the order of analysis.params.ROUTERS
-ROUTER_NAMES = {
-    "round_robin": "Round robin",
-    "session": "Session",
-    "prefix": "Prefix-aware",
-    "pooled": "Pooled store",
-}
 
 
 def window_name(seconds: float) -> str:
@@ -70,7 +65,8 @@ def headline(report: dict) -> dict:
 
 
 def router_name(router: str) -> str:
-    return ROUTER_NAMES.get(router, router)
+    """A router in words, as a row label starts ("prefix" -> "Prefix-aware")."""
+    return ROUTER_NAMES.get(router, router.replace("_", " ")).capitalize()
 
 
 def fleet_values(report: dict) -> dict:

@@ -38,6 +38,13 @@ class HostBudget:
 
 # metrics.md section 8: how a fleet's router assigns requests to replicas
 ROUTERS = ("round_robin", "session", "prefix", "pooled")
+# each router in words, for every page, export and label that names one
+ROUTER_NAMES = {
+    "round_robin": "round robin",
+    "session": "session",
+    "prefix": "prefix-aware",
+    "pooled": "pooled store",
+}
 # the prefix router keeps a bit per replica and key: 256 replicas of 10 M keys is 320 MB
 MAX_REPLICAS = 256
 

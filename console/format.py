@@ -54,6 +54,12 @@ def percent_text(ratio: float, digits: int = 1) -> str:
     return f"{ratio * 100:.{digits}f} %"
 
 
+def times_text(ratio: float) -> str:
+    """A ratio of two amounts as a factor: 1.8 as "1.80×" (the busiest replica's load
+    over the mean)."""
+    return f"{ratio:.2f}×"
+
+
 __all__ = [
     "BYTE_UNITS",
     "GIB",
@@ -63,5 +69,6 @@ __all__ = [
     "gib_text",
     "percent",
     "percent_text",
+    "times_text",
     "window_name",
 ]

@@ -162,6 +162,14 @@ class Analysis(Job):
             parts.append(f"lifetime {p['lifetime']:g}s")
         if p.get("tp", 1) != 1:
             parts.append(f"TP{p['tp']}")
+        if p.get("replicas"):  # a fleet (metrics.md section 8)
+            parts.append(f"{p['replicas']} replica{'s' * (p['replicas'] != 1)}")
+        if p.get("routers"):
+            parts.append("/".join(p["routers"]))
+        if p.get("gpu_cache_gib"):
+            parts.append(f"GPU cache {p['gpu_cache_gib']:g} GiB")
+        if (p.get("store_threshold") or 1) != 1:
+            parts.append(f"store at use {p['store_threshold']}")
         return " · ".join(str(x) for x in parts)
 
 

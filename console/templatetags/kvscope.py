@@ -14,9 +14,9 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from analysis.compare import router_name as router_words
-from console.format import bytes_text, gib_text, percent_text, window_name
+from console.format import bytes_text, gib_text, percent_text, times_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
+from console.uploads.fleet_words import router_name
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
 register = template.Library()
@@ -97,6 +97,19 @@ def num(number: int | float) -> str:
 
 @register.filter
 @_one_number()
+def times(number: float) -> str:
+    """A factor: the busiest replica's load over the mean, 1.8 -> 1.80×."""
+    return times_text(number)
+
+
+@register.filter
+def router(name: str) -> str:
+    """A fleet's router in words (round_robin -> round robin)."""
+    return router_name(str(name))
+
+
+@register.filter
+@_one_number()
 def seconds(number: float) -> str:
     """A window or lifetime in words: 300 -> 5 min, 3600 -> 1 h, 86400 -> 24 h."""
     return window_name(number)
@@ -129,12 +142,6 @@ def unit_format(value, unit: str) -> str:
     if unit == "bytes":
         return bytes_h(value)
     return num(value)
-
-
-@register.filter
-def router_name(router: str) -> str:
-    """A fleet's router in words ("prefix" -> "Prefix-aware")."""
-    return router_words(router) if router else "—"
 
 
 @register.filter

@@ -9,10 +9,12 @@ import math
 from django import forms
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES, ServingShape
-from analysis.params import DEFAULTS
+from analysis.params import DEFAULTS, MAX_REPLICAS, ROUTERS, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
+from console.format import gib
+from console.uploads.fleet_words import ROUTER_NAMES, ROUTER_WHAT
 
 # one field per host reserve of analysis.params.HOST_RESERVES
 RESERVE_LABELS = {
@@ -36,6 +38,10 @@ MAX_PARAMS_B = 100_000  # 100 T parameters
 MAX_SEQUENCES = 65_536
 MAX_CONTEXT_TOKENS = 10 * 1024**2
 MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
+# a fleet (metrics.md section 8), as FleetParams.validate bounds it (its replicas: the
+# engine's MAX_REPLICAS)
+MAX_STORE_THRESHOLD = 1000
+MAX_GPU_CACHE_GIB = MAX_GPU_GIB * 64  # a replica's prefix cache: every GPU of the widest TP
 
 
 def _windows(value: str) -> list[float]:
@@ -144,6 +150,69 @@ class AnalysisForm(forms.Form):
         label="Context per sequence",
     )
 
+    # --- a fleet (metrics.md section 8): all empty, one cache fed all of the traffic ----
+    replicas = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        label="Replicas",
+        help_text="Identical instances serving the route. Empty: one cache, no fleet; "
+        "1 with a GPU cache or a store threshold: one replica with those.",
+        error_messages={
+            "invalid": "Replicas are a whole number, e.g. 4.",
+            "min_value": "A fleet has at least 1 replica.",
+            "max_value": f"At most {MAX_REPLICAS:,} replicas.",
+        },
+    )
+    routers = forms.MultipleChoiceField(
+        required=False,
+        choices=[(r, f"{ROUTER_NAMES[r]}: {ROUTER_WHAT[r]}") for r in ROUTERS],
+        widget=forms.CheckboxSelectMultiple,
+        label="Routers to compare",
+        help_text="None ticked: every router (with 2 or more replicas).",
+        error_messages={"invalid_choice": "%(value)s is not a router this console knows."},
+    )
+    gpu_cache_gib = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_GPU_CACHE_GIB,
+        label="GPU prefix cache per replica (GiB)",
+        help_text="The KV a replica keeps on its GPUs (all its TP ranks) in front of host "
+        f"RAM: hits there need no RAM. Empty: {gib(FleetParams.gpu_cache_bytes):g} GiB.",
+        error_messages={
+            "invalid": "The GPU prefix cache is a number of GiB, e.g. 40.",
+            "min_value": "The GPU prefix cache cannot be negative: 0 is none.",
+            "max_value": f"At most {MAX_GPU_CACHE_GIB:,} GiB of GPU prefix cache per replica.",
+        },
+    )
+    store_threshold = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_STORE_THRESHOLD,
+        label="Store threshold (references)",
+        help_text="A block enters host RAM at its k-th use (vLLM's store_threshold; 2 "
+        f"skips one-offs). Empty: {FleetParams.store_threshold}, store on first use.",
+        error_messages={
+            "invalid": "The store threshold is a whole number of uses, e.g. 2.",
+            "min_value": "A block is stored at its 1st use at the earliest.",
+            "max_value": f"At most {MAX_STORE_THRESHOLD:,} uses.",
+        },
+    )
+    prefix_threshold = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Prefix threshold (share of the prompt)",
+        help_text="Prefix-aware router: a request whose best match covers less than this "
+        "share of its prompt goes to the least-loaded replica instead. "
+        f"Empty: {FleetParams.prefix_threshold:g}.",
+        error_messages={
+            "invalid": "The prefix threshold is a share of the prompt, e.g. 0.5.",
+            "min_value": "The prefix threshold is a share from 0 to 1.",
+            "max_value": "The prefix threshold is a share from 0 to 1 (0.5 is half the prompt).",
+        },
+    )
+
     def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         for name, label in RESERVE_LABELS.items():
@@ -187,7 +256,19 @@ class AnalysisForm(forms.Form):
             except (ProfileError, ValueError) as exc:
                 self.add_error("tp", str(exc))
         self._check_reserves_fit(data)
+        self._check_routers_have_replicas(data)
         return data
+
+    def _check_routers_have_replicas(self, data: dict) -> None:
+        """Routers split traffic among replicas: ticked with one replica (or none given),
+        every router is the same single cache, which is surely not what was meant."""
+        replicas = data.get("replicas")
+        if data.get("routers") and "replicas" not in self.errors and (replicas or 1) < 2:
+            self.add_error(
+                "routers",
+                "Routers share the traffic among replicas: give 2 or more replicas to "
+                "compare them, or untick the routers.",
+            )
 
     def _check_reserves_fit(self, data: dict) -> None:
         """Reserves that take the whole host leave no RAM for KV blocks: said at the host

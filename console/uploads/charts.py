@@ -1,9 +1,10 @@
 """Plotly figures of an analysis report, as plain JSON-ready dicts: the working set over
 time, the reuse times, and the whole set of a report's figures (the hit-ratio curve and
 the comparison of several curves are in console.uploads.curve_charts, the bar charts in
-console.uploads.bar_charts).
+console.uploads.bar_charts, the fleet's and admission's in console.uploads.fleet_charts).
 
-With bar_charts and curve_charts, the only modules of the uploads wing that import plotly.
+With bar_charts, curve_charts and fleet_charts, the only modules of the uploads wing that
+import plotly.
 Every number drawn is read from the report dict (analysis.report.Report.to_dict()); the
 only arithmetic here is unit conversion for display (console.format: bytes -> GiB, ratios
 -> %, windows in words), plus the share of hits of the segment panel, which is each
@@ -27,13 +28,14 @@ from console.format import gib, window_name
 from console.plotting import MUTED, PALETTE, color, style, to_dict
 from console.uploads.bar_charts import budgets_figure, routes_figure, segments_figure
 from console.uploads.curve_charts import compare_figure, mrc_figure
+from console.uploads.fleet_charts import admission_figure, fleet_figure, fleet_load_figure
 
-# The version of the figures these modules draw (this one, curve_charts, bar_charts and
-# console.plotting).
+# The version of the figures these modules draw (this one, curve_charts, bar_charts,
+# fleet_charts and console.plotting).
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 4
+CHARTS_VERSION = 5  # 5: admission and the fleet's figures (#15)
 
 
 def working_set_figure(report: dict) -> dict:
@@ -155,8 +157,11 @@ def reuse_figure(report: dict) -> dict:
 
 
 def report_figures(report: dict) -> dict[str, dict]:
-    """All figures of one report, by name: "mrc", "working_set", "reuse", "routes" always;
-    "segments" for chat logs only; "budgets" only when the report has budgets."""
+    """All figures of one report, by name, in the order the analysis page shows them:
+    "mrc", "working_set", "reuse", "routes" always; "segments" for chat logs only;
+    "budgets" only when the report has budgets; then "admission" when the report has the
+    admission curve, and "fleet" and "fleet_load" when it has a fleet: these three in
+    sections of their own, after the others (SECTION_FIGURES of console.uploads.fleet_view)."""
     figures = {
         "mrc": mrc_figure(report),
         "working_set": working_set_figure(report),
@@ -169,6 +174,14 @@ def report_figures(report: dict) -> dict[str, dict]:
     if budgets is not None:
         figures["budgets"] = budgets
     figures["routes"] = routes_figure(report)
+    for name, draw in (
+        ("admission", admission_figure),
+        ("fleet", fleet_figure),
+        ("fleet_load", fleet_load_figure),
+    ):
+        figure = draw(report)
+        if figure is not None:
+            figures[name] = figure
     return figures
 
 

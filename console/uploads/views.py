@@ -24,6 +24,7 @@ from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
 from console.uploads.figures import page_figures
+from console.uploads.fleet_view import fleet_page
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
 from console.uploads.page_forms import OffloadForm, ReplayForm
@@ -247,7 +248,8 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "analysis": analysis,
             "upload": analysis.upload,
             "report": report,
-            "figures": page_figures(analysis),
+            # the figures, and the fleet's and admission's sections in words
+            **fleet_page(report, page_figures(analysis)),
             "form": form,
             "siblings": siblings,
             "can_analyze": can_analyze(request.user),

@@ -1,0 +1,36 @@
+"""The fleet's routers (analysis.params.ROUTERS, metrics.md section 8) in words: the
+analysis form's checkboxes, the fleet section's table and sentence, and the router
+chart's legend all name them from here, so they agree."""
+
+from __future__ import annotations
+
+from analysis.params import ROUTER_NAMES
+
+# what each router does, in one line (the form's checkboxes)
+ROUTER_WHAT = {
+    "round_robin": "the i-th request to replica i mod N",
+    "session": "each session to one replica",
+    "prefix": "to the replica that saw the longest prefix (SGLang, llm-d, production-stack)",
+    "pooled": "one host store shared by every replica (Mooncake Store, LMCache remote)",
+}
+
+# a router as the subject of a sentence ("prefix-aware routing reaches ...")
+ROUTER_PHRASES = {
+    "round_robin": "round robin",
+    "session": "routing by session",
+    "prefix": "prefix-aware routing",
+    "pooled": "a pooled store",
+}
+
+
+def router_name(router: str) -> str:
+    """A router in words; one this console does not know yet, as the engine names it."""
+    return ROUTER_NAMES.get(router, router.replace("_", " "))
+
+
+def router_phrase(router: str) -> str:
+    """A router as the subject of a sentence; one unknown here, by its name."""
+    return ROUTER_PHRASES.get(router, router_name(router))
+
+
+__all__ = ["ROUTER_NAMES", "ROUTER_PHRASES", "ROUTER_WHAT", "router_name", "router_phrase"]
