@@ -47,6 +47,8 @@ ROUTER_NAMES = {
 }
 # the prefix router keeps a bit per replica and key: 256 replicas of 10 M keys is 320 MB
 MAX_REPLICAS = 256
+# a block stored only at its k-th use: past a thousand uses nothing real is cached
+MAX_STORE_THRESHOLD = 1000
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,10 @@ class FleetParams:
             raise ValueError("the prefix threshold must be a share in [0, 1]")
         if self.gpu_cache_bytes < 0:
             raise ValueError("the GPU prefix cache must be >= 0 bytes")
-        if not 1 <= self.store_threshold <= 1000:
-            raise ValueError("the store threshold must be between 1 and 1000 references")
+        if not 1 <= self.store_threshold <= MAX_STORE_THRESHOLD:
+            raise ValueError(
+                f"the store threshold must be between 1 and {MAX_STORE_THRESHOLD} references"
+            )
 
     def report_dict(self) -> dict:
         return {
