@@ -37,19 +37,17 @@ class HitCurve(NamedTuple):
 
 
 def exact_curve(
-    prev: np.ndarray,
-    starts: np.ndarray,
+    dist: np.ndarray,
     tokens: np.ndarray,
     reuse: np.ndarray,
     lifetime_us: int | None,
     counted: np.ndarray | None,
     same_session: np.ndarray,
 ) -> HitCurve:
-    """Hit tokens by capacity, evicting as engines do (`starts`: each request's first
-    reference); with a lifetime only reuses within it can hit, and only `counted`
-    references (past the warm-up) count; `same_session` marks the references whose
-    previous one was of their session."""
-    dist = stack_distances(prev, starts)
+    """Hit tokens by capacity from the stack distances in the order engines evict
+    (analysis.mrc.stack_distances with each request's first reference); with a lifetime
+    only reuses within it can hit, and only `counted` references (past the warm-up) count;
+    `same_session` marks the references whose previous one was of their session."""
     eligible = _eligible(reuse, lifetime_us, counted)
     total = hit_tokens_by_capacity(dist, tokens, eligible)
     same = same_session if eligible is None else same_session & eligible

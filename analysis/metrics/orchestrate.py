@@ -19,11 +19,18 @@ from analysis.metrics.curve import (
     sampled_curve,
     sampling_rate,
 )
-from analysis.metrics.fleet import admission_section, fleet_inputs, fleet_section
+from analysis.metrics.fleet import (
+    ScopedRefs,
+    StreamColumns,
+    admission_section,
+    fleet_inputs,
+    fleet_section,
+)
 from analysis.metrics.recommend import recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
 from analysis.metrics.traffic import cache_control_requests, session_share, tools_summary
+from analysis.mrc import stack_distances
 from analysis.params import AnalysisParams
 from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
@@ -94,12 +101,13 @@ def analyze(
     # reuses within it can hit
     lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
     rate = sampling_rate(stream.block_refs, params)
+    distances = None  # the exact curve's, which the fleet's single-cache tiers reuse
     if rate < 1.0:
         curve = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate,
                               run.counted, run.same_session)  # fmt: skip
     else:
-        starts = np.asarray(stream.req_ref_start, dtype=np.int64)
-        curve = exact_curve(run.prev, starts, stream.ref_tokens, run.reuse, lifetime_us,
+        distances = stack_distances(run.prev, stream.req_ref_start)
+        curve = exact_curve(distances, stream.ref_tokens, run.reuse, lifetime_us,
                             run.counted, run.same_session)  # fmt: skip
     advance()
     recommendation = recommend(curve, run.counted_tokens, stream.block_tokens, params)
@@ -108,7 +116,7 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
-    _add_tiers(report, run, lifetime_us, rate)
+    _add_tiers(report, run, lifetime_us, rate, distances)
     advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
@@ -132,13 +140,16 @@ def analyze(
     return report
 
 
-def _add_tiers(report: Report, run: _Run, lifetime_us: int | None, rate: float) -> None:
+def _add_tiers(
+    report: Report, run: _Run, lifetime_us: int | None, rate: float, distances: np.ndarray | None
+) -> None:
     """The single cache admitting at the second use, and the fleet when one is asked for."""
     stream, params = run.stream, run.params
-    columns = (stream.req_ref_start, stream.ref_tokens, stream.req_t_us, stream.req_session,
-               stream.req_prompt_tokens)  # fmt: skip
-    tiers = fleet_inputs(run.ids, run.distinct, run.ref_req, columns, run.warmup_requests,
-                         run.counted_tokens, lifetime_us, rate)  # fmt: skip
+    columns = StreamColumns(stream.req_ref_start, stream.ref_tokens, stream.req_t_us,
+                            stream.req_session, stream.req_prompt_tokens)  # fmt: skip
+    refs = ScopedRefs(run.ids, run.distinct, run.ref_req, run.prev, run.reuse, distances)
+    tiers = fleet_inputs(refs, columns, run.warmup_requests, run.counted_tokens, lifetime_us,
+                         rate)  # fmt: skip
     report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes)
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import AnalysisParams, Report, analyze
+from analysis import AnalysisParams, KVProfile, Report, analyze
 from analysis.metrics.fleet.routing import route, session_route
 from analysis.params import FleetParams
 from analysis.reuse import dense_ids
@@ -179,3 +179,32 @@ def test_every_router_by_default_past_one_replica():
     assert [r["router"] for r in _fleet(ALTERNATING, replicas=3).fleet["routers"]] == [
         "round_robin", "session", "prefix", "pooled"]  # fmt: skip
     assert [r["router"] for r in _fleet(ALTERNATING).fleet["routers"]] == ["round_robin"]
+
+
+def test_a_key_repeated_within_a_request_is_neither_looked_up_nor_stored_again():
+    # "aab": the second a is the same block again; engines neither look it up nor store
+    # it (the single curve's rule), so it breaks no run and counts towards no admission
+    report = _fleet([(0, "ab", None), (1, "aab", None)])
+    one = _router(report, "round_robin")
+    # a (depth 1) and b (depth 2) of the second request hit: 8 of 20 tokens, as the single
+    # curve's ceiling says
+    assert one["ceiling"] == report.recommendation.ceiling == 8 / 20
+    assert [_at(one, c) for c in (1, 2)] == [4 / 20, 8 / 20]
+    # admission at the 2nd use: "aa" then "a" is a's 2nd use, its first admitted one, so
+    # no hit (the copy inside "aa" was never a use of its own)
+    admitted = _fleet([(0, "aa", None), (1, "a", None)], store_threshold=2)
+    assert _router(admitted, "round_robin")["ceiling"] == admitted.admission["ceiling"] == 0.0
+
+
+def test_a_gpu_cache_holds_blocks_at_the_replicas_bytes_across_its_tp_ranks():
+    # 2 KV heads on 4 TP ranks: each rank keeps max(1, 2 // 4) = 1 head, so a replica
+    # holds 4 heads' worth per token, twice the model's 2 (section 8, per TP rank)
+    profile = KVProfile("two-heads", layers=1, kv_heads=2, head_dim=1, dtype="fp16")
+    model_block = B * profile.kv_bytes_per_token()  # 4 tokens x 8 bytes
+    stream = stream_of([(0, "ab", None), (1, "ab", None)])
+    for gpu_bytes, slots in ((model_block, 0), (2 * model_block, 1), (4 * model_block, 2)):
+        fleet = FleetParams(gpu_cache_bytes=gpu_bytes)
+        report = analyze(stream, AnalysisParams(profile=profile, tp=4, fleet=fleet))
+        assert report.fleet["gpu_cache_slots"] == slots
+        # a one-slot GPU cache keeps a (depth 1) of the second request: 4 of 16 tokens
+        assert _router(report, "round_robin")["gpu_hit_ratio"] == [0, 4, 8][slots] / 16

@@ -91,3 +91,16 @@ def test_past_the_exact_limit_the_fleet_curve_is_sampled_and_says_so(stream):
         # a half sample of the keys estimates each ceiling within a few points
         assert _router(sampled, name)["ceiling"] == pytest.approx(
             _router(exact, name)["ceiling"], abs=0.05)  # fmt: skip
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.1])
+def test_a_sampled_fleet_of_one_is_the_sampled_single_curve(stream, rate):
+    # the same sample of keys, the same count adjustment (SHARDS): point for point the
+    # same hit tokens, up to the rounding of the scaled counts (one token)
+    report = analyze(stream, AnalysisParams(fleet=FleetParams(), shards_rate=rate))
+    one = _router(report)
+    tolerance = 1 / report.prompt_tokens
+    single = {p["capacity_slots"]: p["hit_ratio"] for p in report.mrc}
+    for point in one["mrc"]:
+        assert point["hit_ratio"] == pytest.approx(single[point["capacity_slots"]], abs=tolerance)
+    assert one["ceiling"] == pytest.approx(report.recommendation.ceiling, abs=tolerance)

@@ -8,60 +8,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from analysis.metrics.fleet.inputs import FleetInputs
 from analysis.metrics.fleet.routing import route
 from analysis.metrics.fleet.tiers import TierDistances, request_hits, tier_distances
-from analysis.mrc import hit_tokens_by_capacity, request_starts, sampled
+from analysis.mrc import hit_tokens_by_capacity, request_starts
 from analysis.params import FleetParams
 from analysis.reuse import hits_within
-
-
-class FleetInputs(NamedTuple):
-    """What every router's curve reads, computed once per analysis. The `view_` columns are
-    the references the curve is computed on: all of them, or a SHARDS sample of the keys
-    (every reference of a sampled key) past the exact limit."""
-
-    ids: np.ndarray  # scoped key id of every reference (for the prefix router's index)
-    distinct: int
-    starts: np.ndarray  # each request's first reference, then the total
-    tokens: np.ndarray  # tokens of every reference
-    req_t_us: np.ndarray
-    req_session: np.ndarray
-    req_prompt_tokens: np.ndarray
-    warmup_requests: int  # the leading requests that fill caches but are not counted
-    counted_tokens: int  # prompt tokens of the counted requests: every ratio's whole
-    lifetime_us: int | None
-    rate: float  # the SHARDS sampling rate (1: exact)
-    view_ids: np.ndarray
-    view_req: np.ndarray  # request of each reference of the view
-    view_tokens: np.ndarray
-    view_counted: np.ndarray | None  # past the warm-up (None: every reference)
-
-
-def fleet_inputs(
-    ids: np.ndarray,
-    distinct: int,
-    ref_req: np.ndarray,
-    stream_columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    warmup_requests: int,
-    counted_tokens: int,
-    lifetime_us: int | None,
-    rate: float,
-) -> FleetInputs:
-    """FleetInputs from the scoped references and the stream's columns (req_ref_start,
-    ref_tokens, req_t_us, req_session, req_prompt_tokens)."""
-    starts, tokens, t_us, session, prompt = stream_columns
-    keep = sampled(ids, rate) if rate < 1.0 else None
-    view_req = ref_req if keep is None else ref_req[keep]
-    return FleetInputs(
-        ids=ids, distinct=distinct, starts=np.asarray(starts, dtype=np.int64), tokens=tokens,
-        req_t_us=t_us, req_session=session, req_prompt_tokens=prompt,
-        warmup_requests=warmup_requests, counted_tokens=counted_tokens,
-        lifetime_us=lifetime_us, rate=rate,
-        view_ids=ids if keep is None else ids[keep],
-        view_req=view_req,
-        view_tokens=tokens if keep is None else tokens[keep],
-        view_counted=view_req >= warmup_requests if warmup_requests else None,
-    )  # fmt: skip
 
 
 class RouterCurve(NamedTuple):
@@ -74,16 +26,22 @@ class RouterCurve(NamedTuple):
     total: np.ndarray  # counted hit tokens (GPU + RAM) by per-replica capacity in slots
 
 
-def router_curve(
-    inputs: FleetInputs, fleet: FleetParams, router: str, gpu_slots: int
-) -> RouterCurve:
-    """The fleet curve under one router."""
-    replicas = fleet.replicas
-    replica_of_req = route(
-        router, replicas, req_session=inputs.req_session, starts=inputs.starts, ids=inputs.ids,
-        distinct=inputs.distinct, tokens=inputs.tokens, prompt_tokens=inputs.req_prompt_tokens,
-        prefix_threshold=fleet.prefix_threshold,
+def replicas_of_requests(inputs: FleetInputs, fleet: FleetParams, router: str) -> np.ndarray:
+    """The replica of every request under `router`."""
+    columns = inputs.columns
+    return route(
+        router, fleet.replicas, req_session=columns.req_session, starts=columns.starts,
+        ids=inputs.ids, distinct=inputs.distinct, tokens=columns.tokens,
+        prompt_tokens=columns.req_prompt_tokens, prefix_threshold=fleet.prefix_threshold,
     )  # fmt: skip
+
+
+def router_curve(
+    inputs: FleetInputs, fleet: FleetParams, router: str, gpu_slots: int,
+    replica_of_req: np.ndarray,
+) -> RouterCurve:  # fmt: skip
+    """The fleet curve under one router, from its partition of the requests."""
+    replicas = fleet.replicas
     view_replica = replica_of_req[inputs.view_req]
     pooled = router == "pooled"
     # a pooled store admits and evicts over the whole stream; each replica's GPU tier and
@@ -103,13 +61,29 @@ def router_curve(
     ram_slots = hits.ram_slots
     if pooled:  # N replicas' RAM of C each is one store of N * C: hit there iff ram <= N * C
         ram_slots = -(-ram_slots // replicas)
-    counted = hits.gpu_hit if inputs.view_counted is None else hits.gpu_hit & inputs.view_counted
-    gpu_tokens = round(int(inputs.view_tokens.sum(where=counted, dtype=np.int64)) / inputs.rate)
-    ram_cum = hit_tokens_by_capacity(ram_slots, inputs.view_tokens, inputs.view_counted)
-    if inputs.rate < 1.0:  # each sampled token stands for 1 / rate tokens
-        ram_cum = np.rint(ram_cum / inputs.rate).astype(np.int64)
+    gpu_tokens, total = _hit_tokens(inputs, hits.gpu_hit, ram_slots)
     return RouterCurve(router, replica_of_req, view_replica, hits.gpu_hit, ram_slots,
-                       gpu_tokens, gpu_tokens + ram_cum)  # fmt: skip
+                       gpu_tokens, total)  # fmt: skip
+
+
+def _hit_tokens(
+    inputs: FleetInputs, gpu_hit: np.ndarray, ram_slots: np.ndarray
+) -> tuple[int, np.ndarray]:
+    """Counted GPU hit tokens, and counted hit tokens (GPU + RAM) by capacity. From a
+    sample, each sampled token stands for 1 / rate, and SHARDS' count adjustment goes to
+    the smallest distances: the GPU prefix's when it hits, else host RAM's first."""
+    counted = gpu_hit if inputs.view_counted is None else gpu_hit & inputs.view_counted
+    gpu = int(inputs.view_tokens.sum(where=counted, dtype=np.int64))
+    ram_cum = hit_tokens_by_capacity(ram_slots, inputs.view_tokens, inputs.view_counted)
+    if inputs.rate >= 1.0:
+        return gpu, gpu + ram_cum
+    gpu_f, ram_f = gpu / inputs.rate, ram_cum / inputs.rate
+    if gpu:
+        gpu_f += inputs.adjustment
+    elif ram_cum[-1]:
+        ram_f[int(np.argmax(ram_cum > 0)) :] += inputs.adjustment
+    gpu_tokens = max(round(gpu_f), 0)
+    return gpu_tokens, np.maximum(np.rint(gpu_f + ram_f), 0).astype(np.int64)
 
 
 def _per_replica(
@@ -118,9 +92,11 @@ def _per_replica(
 ) -> TierDistances:  # fmt: skip
     """Both tiers' distances of every replica's own references, in the view's order (the
     GPU tier's left at 0 when there is none and nothing else reads them)."""
+    if replicas == 1 and store_threshold <= 1 and inputs.whole is not None:
+        return inputs.whole  # the single cache's own: measured already
     if replicas == 1:  # one replica's stream is the whole view: no copies
         whole = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
-                               inputs.req_t_us, store_threshold, gpu_tier)  # fmt: skip
+                               inputs.columns.req_t_us, store_threshold, gpu_tier)  # fmt: skip
         return _scaled(whole, inputs.rate)
     size = inputs.view_ids.size
     gpu = np.zeros(size, dtype=np.int64)
@@ -136,7 +112,7 @@ def _per_replica(
         if not mine.size:
             continue
         tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
-                               inputs.req_t_us, store_threshold, gpu_tier)  # fmt: skip
+                               inputs.columns.req_t_us, store_threshold, gpu_tier)  # fmt: skip
         gpu[mine] = tiers.gpu
         if not shared:
             ram[mine] = tiers.ram
@@ -147,8 +123,10 @@ def _per_replica(
 def _pooled_store(inputs: FleetInputs, store_threshold: int) -> TierDistances:
     """The tiers of one store over the whole stream (its RAM distances are the pool's; the
     replicas' GPU tiers are their own, so this one's are never read)."""
-    tiers = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct, inputs.req_t_us,
-                           store_threshold, gpu_tier=False)  # fmt: skip
+    if store_threshold <= 1 and inputs.whole is not None:
+        return inputs.whole  # the single cache's own: measured already
+    tiers = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
+                           inputs.columns.req_t_us, store_threshold, gpu_tier=False)  # fmt: skip
     return _scaled(tiers, inputs.rate)
 
 

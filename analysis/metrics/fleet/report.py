@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.metrics.curve import HitCurve, hit_share
-from analysis.metrics.fleet.curve import FleetInputs, RouterCurve, router_curve
+from analysis.metrics.fleet.curve import RouterCurve, replicas_of_requests, router_curve
+from analysis.metrics.fleet.inputs import FleetInputs
 from analysis.metrics.recommend import recommend
 from analysis.mrc import curve_capacities
 from analysis.params import AnalysisParams, FleetParams
@@ -25,10 +26,9 @@ def fleet_section(
 ) -> dict:  # fmt: skip
     """The `fleet` section of the report: every chosen router's curve and recommendation."""
     fleet = params.fleet if params.fleet is not None else FleetParams()
-    gpu_slots = fleet.gpu_cache_bytes // slot_bytes
+    gpu_slots = fleet.gpu_cache_bytes // _gpu_block_bytes(params, block_tokens)
     routers = []
-    for router in fleet.chosen_routers():
-        curve = router_curve(inputs, fleet, router, gpu_slots)
+    for curve in _router_curves(inputs, fleet, gpu_slots):
         routers.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
                                      fleet.replicas))  # fmt: skip
     return {
@@ -44,13 +44,37 @@ def fleet_section(
     }
 
 
+def _gpu_block_bytes(params: AnalysisParams, block_tokens: int) -> int:
+    """A block's bytes on a replica's GPUs, all TP ranks together: each rank keeps its
+    share of the heads, or all of them when heads are replicated or latent (MLA), so the
+    replica holds per-rank bytes x tp, as its host RAM does (section 8, per TP rank)."""
+    rank = params.profile.kv_bytes_per_token_per_rank(params.tp, params.kv_dtype)
+    return block_tokens * rank * params.tp
+
+
+def _router_curves(inputs: FleetInputs, fleet: FleetParams, gpu_slots: int) -> list[RouterCurve]:
+    """Every chosen router's curve; a router that partitions the requests exactly as an
+    earlier one (sessions on a log without session ids deal round robin) shares its curve."""
+    curves: list[RouterCurve] = []
+    for router in fleet.chosen_routers():
+        partition = replicas_of_requests(inputs, fleet, router)
+        same = next((c for c in curves if router != "pooled" and c.router != "pooled"
+                     and np.array_equal(c.replica_of_req, partition)), None)  # fmt: skip
+        if same is not None:
+            curves.append(same._replace(router=router))
+        else:
+            curves.append(router_curve(inputs, fleet, router, gpu_slots, partition))
+    return curves
+
+
 def admission_section(
     inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int
 ) -> dict:
     """One cache that stores a block only at its second reference: the curve and the
     recommendation (section 4's rule) that admission buys."""
     one = FleetParams(routers=("round_robin",), store_threshold=ADMISSION_THRESHOLD)
-    curve = router_curve(inputs, one, "round_robin", 0)
+    one_replica = np.zeros(inputs.columns.req_session.size, dtype=np.int32)
+    curve = router_curve(inputs, one, "round_robin", 0, one_replica)
     rec = recommend(_as_hit_curve(curve), inputs.counted_tokens, block_tokens, params)
     points = _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots)
     return {
@@ -128,7 +152,7 @@ def _load(curve: RouterCurve, inputs: FleetInputs, slots: int, replicas: int) ->
     it must still prefill at `slots` of host RAM (its prompt tokens less its hits)."""
     mine = curve.replica_of_req[inputs.warmup_requests :]
     requests = np.bincount(mine, minlength=replicas)
-    prompt = np.bincount(mine, weights=inputs.req_prompt_tokens[inputs.warmup_requests:],
+    prompt = np.bincount(mine, weights=inputs.columns.req_prompt_tokens[inputs.warmup_requests:],
                          minlength=replicas)  # fmt: skip
     hit = curve.gpu_hit | ((curve.ram_slots > 0) & (curve.ram_slots <= slots))
     if inputs.view_counted is not None:
