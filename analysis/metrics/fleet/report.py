@@ -27,10 +27,7 @@ def fleet_section(
     """The `fleet` section of the report: every chosen router's curve and recommendation."""
     fleet = params.fleet if params.fleet is not None else FleetParams()
     gpu_slots = fleet.gpu_cache_bytes // _gpu_block_bytes(params, block_tokens)
-    routers = []
-    for curve in _router_curves(inputs, fleet, gpu_slots):
-        routers.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
-                                     fleet.replicas))  # fmt: skip
+    routers = _router_entries(inputs, params, block_tokens, slot_bytes, gpu_slots)
     return {
         "replicas": fleet.replicas,
         "gpu_cache_bytes": fleet.gpu_cache_bytes,
@@ -52,19 +49,31 @@ def _gpu_block_bytes(params: AnalysisParams, block_tokens: int) -> int:
     return block_tokens * rank * params.tp
 
 
-def _router_curves(inputs: FleetInputs, fleet: FleetParams, gpu_slots: int) -> list[RouterCurve]:
-    """Every chosen router's curve; a router that partitions the requests exactly as an
-    earlier one (sessions on a log without session ids deal round robin) shares its curve."""
-    curves: list[RouterCurve] = []
+def _router_entries(
+    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
+    gpu_slots: int,
+) -> list[dict]:  # fmt: skip
+    """Every chosen router's entry. A router that partitions the requests exactly as an
+    earlier one (sessions on a log without session ids deal round robin) has its figures;
+    only entries are kept: each curve's per-reference columns go once its entry is written."""
+    fleet = params.fleet if params.fleet is not None else FleetParams()
+    entries: list[dict] = []
+    seen: list[tuple[np.ndarray, dict]] = []
     for router in fleet.chosen_routers():
         partition = replicas_of_requests(inputs, fleet, router)
-        same = next((c for c in curves if router != "pooled" and c.router != "pooled"
-                     and np.array_equal(c.replica_of_req, partition)), None)  # fmt: skip
+        pooled = router == "pooled"
+        alike = (entry for earlier, entry in seen if np.array_equal(earlier, partition))
+        same = None if pooled else next(alike, None)
         if same is not None:
-            curves.append(same._replace(router=router))
-        else:
-            curves.append(router_curve(inputs, fleet, router, gpu_slots, partition))
-    return curves
+            entries.append({**same, "router": router})
+            continue
+        curve = router_curve(inputs, fleet, router, gpu_slots, partition)
+        entries.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
+                                     fleet.replicas))  # fmt: skip
+        del curve
+        if not pooled:
+            seen.append((partition, entries[-1]))
+    return entries
 
 
 def admission_section(
