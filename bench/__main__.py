@@ -52,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
         "--repeat", type=int, default=3, help="whole-process runs to take the best of"
     )
     sub = parser.add_subparsers(dest="what", required=True)
+    # in the order --help lists them
+    _add_curve_and_logs(sub)
+    _add_ingest_limits(sub)
+    _add_stored_fleet_and_pages(sub)
+    return parser
+
+
+def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
+    """The engine's curve, logs end to end, and ingest split across processes."""
     p = sub.add_parser("mrc", help="exact LRU curve on a synthetic reference stream")
     p.add_argument("--refs", type=int, default=10_000_000)
     p.add_argument("--keys", type=int, default=1_000_000)
@@ -81,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("workers", help="split ingest: one Celery worker vs two")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workdir")
+
+
+def _add_ingest_limits(sub: argparse._SubParsersAction) -> None:
+    """Ingest's peak memory and its input limits, each with its measured child."""
     p = sub.add_parser("memory", help="ingest peak RSS: a log vs the same content N times")
     p.add_argument("--requests", type=int, default=75_000)
     p.add_argument("--copies", type=int, default=10)
@@ -95,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--workdir")
     _child(sub, "blanklines-once", "mode", choices=("default", "no-budget"))
+
+
+def _add_stored_fleet_and_pages(sub: argparse._SubParsersAction) -> None:
+    """Re-analysis and replay of a stored stream, the fleet (with its measured child), and
+    the first page in a browser."""
     p = sub.add_parser("reanalyze", help="new parameters on a stored block stream")
     p.add_argument("--requests", type=int, default=500_000)
     p.add_argument("--workdir")
@@ -111,7 +129,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("dev", "prod", "both"), default="both")
     p.add_argument("--runs", type=int, default=5, help="timed loads, median shown")
     p.add_argument("--workdir")
-    return parser
 
 
 def _child(sub: argparse._SubParsersAction, name: str, last: str, **last_kwargs: Any) -> None:
@@ -122,9 +139,24 @@ def _child(sub: argparse._SubParsersAction, name: str, last: str, **last_kwargs:
     p.add_argument(last, **last_kwargs)
 
 
+# the benchmarks each runner starts (the input limits' have their own)
+_ANALYSES = ("mrc", "trace", "chat", "agent", "reanalyze", "replay", "fleet", "fleet-once")
+_INPUT_LIMITS = ("longline", "longline-once", "blanklines", "blanklines-once")
+
+
 def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:
     """Runs the benchmark `args.what` names. Each imports only its own family's module, so
     a measured child (`*-once`) carries no other benchmark's imports in its peak memory."""
+    if args.what in _ANALYSES:
+        _run_analysis(args, timer)
+    elif args.what in _INPUT_LIMITS:
+        _run_input_limits(args, timer)
+    else:
+        _run_ingest_and_pages(args, timer)
+
+
+def _run_analysis(args: argparse.Namespace, timer: ProcessTimer) -> None:
+    """The engine's curve, logs end to end, stored streams and the fleet."""
     match args.what:
         case "mrc":
             from bench import curve
@@ -158,6 +190,11 @@ def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import fleet
 
             fleet.analyze_once(args.log, args.out, args.replicas)
+
+
+def _run_ingest_and_pages(args: argparse.Namespace, timer: ProcessTimer) -> None:
+    """Ingest across processes and workers, its peak memory, and the pages under load."""
+    match args.what:
         case "parallel":
             from bench import parallel
 
@@ -174,8 +211,6 @@ def _run(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import memory
 
             memory.ingest_once(args.log, args.out, args.mode)
-        case "longline" | "longline-once" | "blanklines" | "blanklines-once":
-            _run_input_limits(args, timer)
         case "load":
             from bench import load
 

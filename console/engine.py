@@ -162,16 +162,17 @@ def _fleet(
     gpu_cache_gib: float | None,
     store_threshold: int | None,
 ) -> FleetParams | None:
-    """The fleet when any of its parameters is given (the rest at FleetParams' defaults)."""
-    if replicas is None and not routers and prefix_threshold is None and (
-        gpu_cache_gib is None) and store_threshold is None:  # fmt: skip
+    """The fleet when --replicas, --router, --gpu-cache-gib or --store-threshold is given
+    (report-contract.md), the rest at FleetParams' defaults. The prefix threshold only
+    steers a fleet's prefix router: alone it makes no fleet, and is carried when one exists."""
+    if replicas is None and not routers and gpu_cache_gib is None and store_threshold is None:
         return None
-    default = FleetParams()
+    default, gpu_cache_bytes = FleetParams(), _gib(gpu_cache_gib)
     return FleetParams(
         replicas=default.replicas if replicas is None else replicas,
         routers=tuple(routers or ()),
         prefix_threshold=default.prefix_threshold if prefix_threshold is None else prefix_threshold,
-        gpu_cache_bytes=_gib(gpu_cache_gib) or 0,
+        gpu_cache_bytes=default.gpu_cache_bytes if gpu_cache_bytes is None else gpu_cache_bytes,
         store_threshold=default.store_threshold if store_threshold is None else store_threshold,
     )
 

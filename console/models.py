@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from console.uploads.fleet_words import router_name
+
 
 class JobStatus(models.TextChoices):
     PENDING = "pending", "Queued"
@@ -165,7 +167,7 @@ class Analysis(Job):
         if p.get("replicas"):  # a fleet (metrics.md section 8)
             parts.append(f"{p['replicas']} replica{'s' * (p['replicas'] != 1)}")
         if p.get("routers"):
-            parts.append("/".join(p["routers"]))
+            parts.append(" / ".join(router_name(r) for r in p["routers"]))
         if p.get("gpu_cache_gib"):
             parts.append(f"GPU cache {p['gpu_cache_gib']:g} GiB")
         if (p.get("store_threshold") or 1) != 1:

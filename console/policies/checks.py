@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from analysis.compare import router_name
 from console.format import GIB
 from console.policies.body import END_OF_LIFE_EVENTS, FAILURES, persistent_tier_enabled
-from console.policies.fleet import policy_fleet, router_entry
+from console.policies.fleet import best_router, policy_fleet, router_entry
 from console.policies.serving import differences, engine_problems, sizing
 
 
@@ -132,12 +133,20 @@ def _check_failure_and_disk(body: dict, error: AddFinding) -> None:
                 error("disk_contract", f"The disk tier contract must say {what}.")
 
 
-def _check_fleet_router(body: dict, report: dict, error: AddFinding) -> None:
-    """A router picked for the sizes must be one the linked analysis modelled."""
+def _check_fleet_router(body: dict, report: dict, error: AddFinding, warning: AddFinding) -> None:
+    """A router picked for the sizes must be one the linked analysis modelled; with none
+    picked, a fleet of a pooled store alone has no router the sizes default to."""
     picked = body.get("fleet_router")
-    if not picked:
-        return
     fleet = report.get("fleet")
+    if not picked:
+        if fleet and fleet.get("routers") and best_router(fleet) is None:
+            warning(
+                "tiers",
+                "The linked analysis modelled only a pooled store, which is never the "
+                "default: the sizes are for one cache unless you pick the pooled store "
+                "router (then each replica's RAM is its share of one shared store).",
+            )
+        return
     if not fleet:
         error("tiers", f"The router “{picked}” is picked, but the linked analysis has no fleet.")
     elif router_entry(fleet, picked) is None:
@@ -164,7 +173,7 @@ def _check_against_evidence(
             f"{'per node ' if per_replica else ''}of the linked analysis "
             f"({host['available_bytes'] / GIB:.1f} GiB after reserves).",
         )
-    _check_fleet_router(body, report, error)
+    _check_fleet_router(body, report, error, warning)
     measured = max((w["window_s"] for w in report["windows"]), default=0)
     if body["lifetime_s"] and body["lifetime_s"] > measured:
         warning(
@@ -192,7 +201,8 @@ def _check_against_rerun(body: dict, report: dict, warning: AddFinding) -> None:
     if fleet is not None:
         # the policy's RAM is per replica: against the re-run's same router, per replica
         entry = router_entry(report.get("fleet") or {}, fleet["router"])
-        if entry is None:  # a re-run without that router's fleet: nothing to compare with
+        if entry is None:  # nothing to compare with: said, not passed over
+            warning("tiers", _rerun_lacks(fleet, report))
             return
         need, per_replica = entry["recommendation"]["ram_bytes"], " per replica"
     size = ram["size_gib"] * GIB
@@ -214,6 +224,21 @@ def _check_against_rerun(body: dict, report: dict, warning: AddFinding) -> None:
             f"{'above' if size > need else 'below'} the {need / GIB:.2f} GiB{per_replica} "
             f"{what} recommends: more than its headroom of {headroom:.0%}.",
         )
+
+
+def _rerun_lacks(fleet: dict, report: dict) -> str:
+    """Why the RAM per replica could not be checked against the re-run, in words."""
+    router = router_name(fleet["router"]).lower()
+    rerun_fleet = report.get("fleet")
+    if not rerun_fleet:
+        has = "has no fleet"
+    else:
+        modelled = ", ".join(router_name(r["router"]).lower() for r in rerun_fleet["routers"])
+        has = f"did not model the {router} router ({modelled or 'no router'})"
+    return (
+        f"The RAM per replica is for the {router} router, but the re-run with the policy's "
+        f"lifetime and scope {has}: the size is not checked against what the policy needs."
+    )
 
 
 def _duration(seconds: float) -> str:

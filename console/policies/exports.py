@@ -27,7 +27,9 @@ LMCache reads one mapping from LMCACHE_CONFIG_FILE: one file per distinct config
 With a fleet in the evidence (console.policies.fleet), those sizes are each replica's: the
 vLLM export gives one command per replica, Helm sets modelSpec[].replicaCount and
 routerSpec.routingLogic, LMCache (which has no replica count) says it in a comment, and
-every export names the router the sizes are for and why.
+every export names the router the sizes are for and why. A pooled store (only when the
+author picks it: console.policies.fleet) is said first, in WARNING lines: its sizes are
+each replica's share of one store of N x that size, not a local cache per replica.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from urllib.parse import quote
 
 import yaml
 
-from console.policies.fleet import ROUTING_LOGIC, fleet_lines, policy_fleet
+from console.policies.fleet import ROUTING_LOGIC, fleet_lines, policy_fleet, pooled_warning
 from console.policies.serving import Served, Sizing, served_routes, sizing
 
 _CACHE_POLICY = {"evict_lru": "LRU", "evict_lifetime_first": "LRU", "refuse_store": "LRU"}
@@ -50,6 +52,7 @@ _CACHE_POLICY = {"evict_lru": "LRU", "evict_lifetime_first": "LRU", "refuse_stor
 def _header(meta: dict, body: dict | None = None) -> list[str]:
     fleet = policy_fleet(body) if body is not None else None
     return [
+        *(pooled_warning(fleet) if fleet else []),  # first: the sizes are not local caches
         f"kvscope policy {meta['name']!r} version {meta['version']} (approved "
         f"{meta['approved_at']} by {meta['approved_by']})",
         f"policy sha256: {meta['digest']}",
@@ -256,6 +259,7 @@ def vllm_flags(body: dict, meta: dict) -> str:
     lines = [f"# {line}" for line in _header(meta, body)]
     fleet = policy_fleet(body)
     replicas = fleet["replicas"] if fleet else 1
+    pooled = fleet is not None and fleet["router"] == "pooled"
     for s, ram, disk in _sizes(body):
         native = ["vllm", "serve", s.model, *_vllm_common(s)]
         if ram and ram.total:
@@ -271,6 +275,7 @@ def vllm_flags(body: dict, meta: dict) -> str:
         lines += [
             "# native CPU KV offload (--kv-offloading-size is GiB, total over TP ranks"
             + (", per replica" if fleet else "")
+            + (": its share of the pooled store" if pooled else "")
             + f"){each}:"
         ]
         lines += _per_replica([shlex.join(native)] * replicas, fleet)
@@ -327,5 +332,7 @@ def helm_values(body: dict, meta: dict) -> str:
         values["routerSpec"] = {"routingLogic": ROUTING_LOGIC[fleet["router"]]}
     comments = "".join(f"# {line}\n" for line in _header(meta, body) + notes)
     comments += "# buffer sizes are GB per worker (production-stack maps them to LMCACHE_*)"
-    comments += " of each replica\n" if fleet else "\n"
+    comments += " of each replica" if fleet else ""
+    pooled = fleet is not None and fleet["router"] == "pooled"
+    comments += ": its share of the pooled store\n" if pooled else "\n"
     return comments + yaml.safe_dump(values, sort_keys=False)

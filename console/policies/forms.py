@@ -199,7 +199,7 @@ class PolicyForm(forms.Form):
     cpu_ram_size_gib = _gib("CPU RAM (GiB)")
     # metrics.md section 8: with a fleet the tiers are per replica, for one router's curve
     fleet_router = forms.ChoiceField(
-        choices=[("", "the one with the highest fleet ceiling")]
+        choices=[("", "the highest fleet ceiling of a local cache per replica (not pooled)")]
         + [(r, router_name(r)) for r in ROUTERS],
         required=False,
         label="Router the sizes are for (an analysis with a fleet; sizes per replica)",

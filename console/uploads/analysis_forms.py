@@ -9,7 +9,7 @@ import math
 from django import forms
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES, ServingShape
-from analysis.params import DEFAULTS, MAX_REPLICAS, ROUTERS, FleetParams
+from analysis.params import DEFAULTS, MAX_REPLICAS, MAX_STORE_THRESHOLD, ROUTERS, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
@@ -38,9 +38,8 @@ MAX_PARAMS_B = 100_000  # 100 T parameters
 MAX_SEQUENCES = 65_536
 MAX_CONTEXT_TOKENS = 10 * 1024**2
 MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
-# a fleet (metrics.md section 8), as FleetParams.validate bounds it (its replicas: the
-# engine's MAX_REPLICAS)
-MAX_STORE_THRESHOLD = 1000
+# a fleet (metrics.md section 8): its replicas and store threshold are bounded as
+# FleetParams.validate bounds them (analysis.params' MAX_REPLICAS, MAX_STORE_THRESHOLD)
 MAX_GPU_CACHE_GIB = MAX_GPU_GIB * 64  # a replica's prefix cache: every GPU of the widest TP
 
 
@@ -257,7 +256,21 @@ class AnalysisForm(forms.Form):
                 self.add_error("tp", str(exc))
         self._check_reserves_fit(data)
         self._check_routers_have_replicas(data)
+        self._check_prefix_threshold_has_a_fleet(data)
         return data
+
+    def _check_prefix_threshold_has_a_fleet(self, data: dict) -> None:
+        """The prefix threshold steers a fleet's prefix router and makes no fleet by itself
+        (console.engine): given alone it would be dropped, so it is refused in words."""
+        fleet_fields = ("replicas", "routers", "gpu_cache_gib", "store_threshold")
+        if data.get("prefix_threshold") is not None and not any(
+            data.get(name) not in (None, []) for name in fleet_fields
+        ):
+            self.add_error(
+                "prefix_threshold",
+                "The prefix threshold steers the prefix-aware router of a fleet: give the "
+                "replicas too, or leave it empty.",
+            )
 
     def _check_routers_have_replicas(self, data: dict) -> None:
         """Routers split traffic among replicas: ticked with one replica (or none given),

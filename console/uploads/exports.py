@@ -66,8 +66,9 @@ def series_csv(report: dict) -> str:
 
 
 def fleet_csv(report: dict) -> str:
-    """Every router's curve of the fleet hit ratio vs RAM per replica, long format (one row
-    per router and point); header only for a report without a fleet."""
+    """Every router's curve of the fleet hit ratio vs cache capacity per replica (before
+    headroom), long format (one row per router and point); header only for a report
+    without a fleet."""
     fleet = report.get("fleet") or {}
 
     def rows():

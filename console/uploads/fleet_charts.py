@@ -2,9 +2,11 @@
 (console.uploads.charts lists them among a report's figures; its rules hold here: every
 number is read from the report, converted for display only).
 
-- the router chart: the fleet hit ratio over host RAM per replica (GiB, log axis), one
-  line per router (the pooled store among them), each router's recommended point, and
-  the single-cache ceiling as a dashed reference;
+- the router chart: the fleet hit ratio over the cache capacity per replica (GiB, log
+  axis: the report's `capacity_bytes`, before headroom, as the single-cache chart's), one
+  line per router (the pooled store among them), each router's recommended point (its
+  capacity and the RAM per replica with headroom, both read from the report), and the
+  single-cache ceiling as a dashed reference;
 - the load per replica: requests, prompt tokens and prefill tokens (at the recommended
   size) of each replica, grouped by router, so prefix routing's imbalance shows;
 - admission: the usual curve (a block stored at its first use) beside the one storing a
@@ -55,7 +57,7 @@ def _router_curve(i: int, entry: dict) -> go.Scatter:
         legendgroup=entry["router"],
         line=_router_line(i, entry["router"]),
         hovertemplate=(
-            f"{name}<br>%{{x:.2f}} GiB per replica<br>%{{y:.1f}}% of prompt tokens hit"
+            f"{name}<br>%{{x:.2f}} GiB cache per replica<br>%{{y:.1f}}% of prompt tokens hit"
             "<br>GPU %{customdata[0]:.1f}% + RAM %{customdata[1]:.1f}%<extra></extra>"
         ),
     )  # fmt: skip
@@ -73,8 +75,8 @@ def _router_recommended(i: int, entry: dict) -> go.Scatter:
         showlegend=False,
         marker={"color": color(i), **RECOMMENDED_MARKER},
         cliponaxis=False,
-        text=[f"recommended {gib_number(rec['capacity_bytes'])} GiB "
-              f"→ {gib_number(rec['ram_bytes'])} GiB RAM per replica"],
+        text=[f"recommended {gib_number(rec['capacity_bytes'])} GiB cache capacity per replica"
+              f"<br>→ {gib_number(rec['ram_bytes'])} GiB RAM per replica with headroom"],
         hovertemplate=f"{name}<br>%{{text}}<br>%{{y:.1f}}% hit<extra></extra>",
     )  # fmt: skip
 
@@ -94,7 +96,8 @@ def _ceiling_trace(span: list[float], ratio: float) -> go.Scatter:
 
 def _fleet_title(fleet: dict) -> str:
     replicas = fleet["replicas"]
-    title = f"Fleet hit ratio vs host RAM per replica: {replicas} replica{'s' * (replicas != 1)}"
+    title = "Fleet hit ratio vs cache capacity per replica: "
+    title += f"{replicas} replica{'s' * (replicas != 1)}"
     if fleet.get("gpu_cache_bytes"):
         title += f", {gib_number(fleet['gpu_cache_bytes'])} GiB GPU cache each"
     if fleet.get("store_threshold", 1) != 1:
@@ -121,7 +124,10 @@ def fleet_figure(report: dict) -> dict | None:
     style(
         fig,
         _fleet_title(fleet),
-        xaxis={"type": "log", "title": {"text": "host RAM per replica (GiB, log scale)"}},
+        xaxis={
+            "type": "log",
+            "title": {"text": "cache capacity per replica, before headroom (GiB, log scale)"},
+        },
         yaxis={"title": {"text": "fleet token hit ratio (%)"}, "rangemode": "tozero"},
         legend={**LEGEND_TOP, "traceorder": "normal"},
         showlegend=True,

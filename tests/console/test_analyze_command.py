@@ -238,6 +238,10 @@ def test_fleet_options_add_the_contract_fleet_and_match_the_engine(chat_log, tmp
         replicas=2, routers=("round_robin", "prefix"), gpu_cache_bytes=1 << 29,
         store_threshold=2, prefix_threshold=0.25)))  # fmt: skip
     assert json.loads(orjson.dumps(engine.fleet)) == fleet
+    # the prefix threshold alone steers no fleet, so it makes none (report-contract.md)
+    alone = tmp_path / "alone.json"
+    _run(chat_log, "--json", alone, "--prefix-threshold", "0.25")
+    assert json.loads(alone.read_text())["fleet"] is None
     # one replica alone: a fleet of one round-robin router
     one = tmp_path / "one.json"
     _run(chat_log, "--json", one, "--store-threshold", "2")

@@ -198,18 +198,16 @@ def session_or_pooled(analysis, analyst):
     return rerun(analysis, analyst, tp=2, replicas=2, routers=["session", "pooled"])
 
 
-def test_a_pooled_store_or_session_routing_in_the_helm_values(session_or_pooled, analyst,
+def test_session_routing_not_the_pooled_store_is_the_default(session_or_pooled, analyst,
                                                              approver):  # fmt: skip
     ceilings = _ceilings(session_or_pooled)
     # the pooled store's host store sees the whole stream: no partition of it reuses more
     assert ceilings["pooled"] >= ceilings["session"]
-    best = "pooled" if ceilings["pooled"] > ceilings["session"] else "session"
+    # yet the sizes default to session routing: a pooled store is exported only when picked
+    # (a local cache per replica of its share would deploy round robin)
     helm = export_text(approved_version(session_or_pooled, analyst, approver, _llama(4.0)), "helm")
-    # pooled: round robin for the GPU tier; session: production-stack's session routing
-    logic = {"pooled": "roundrobin", "session": "session"}[best]
-    assert yaml.safe_load(helm)["routerSpec"] == {"routingLogic": logic}
-    if best == "pooled":
-        assert "# pooled store: the replicas share one host store of 2 x the per-replica" in helm
+    assert yaml.safe_load(helm)["routerSpec"] == {"routingLogic": "session"}
+    assert "pooled store:" not in helm
 
 
 def test_session_routing_picked_names_its_session_key(session_or_pooled, analyst, approver):

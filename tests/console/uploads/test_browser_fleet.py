@@ -102,8 +102,8 @@ def test_a_fleet_set_on_the_form_shows_the_router_chart_and_table(
         )
         expect(row.locator("[data-metric=ceiling]")).to_have_text(f"{entry['ceiling'] * 100:.1f} %")
     expect(page.locator("[data-fleet-sentence]")).to_contain_text("one cache fed all of the")
-    csv_link = page.get_by_role("link", name="Fleet curves per router, RAM per replica (CSV)")
-    expect(csv_link).to_be_visible()
+    csv_link = "Fleet curves per router, cache capacity per replica (CSV)"
+    expect(page.get_by_role("link", name=csv_link)).to_be_visible()
     page.locator("#fleet").screenshot(path="/tmp/kvscope-fleet.png")
     page.locator("#admission").screenshot(path="/tmp/kvscope-admission.png")
     # the form opens again with the fleet chosen

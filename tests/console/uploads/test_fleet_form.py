@@ -9,8 +9,10 @@ import re
 
 import pytest
 
-from analysis.params import ROUTERS, FleetParams
+from analysis import params as engine_params
+from analysis.params import MAX_STORE_THRESHOLD, ROUTERS, FleetParams
 from console.engine import analysis_params
+from console.uploads import analysis_forms
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
 from console.uploads.fleet_words import ROUTER_NAMES, ROUTER_PHRASES, ROUTER_WHAT
 
@@ -141,3 +143,39 @@ def test_the_fleet_fieldset_is_on_the_form_with_help_for_each_field():
     form = AnalysisForm(block_sizes=[256])
     assert f"Empty: {FleetParams.prefix_threshold:g}." in form.fields["prefix_threshold"].help_text
     assert f"Empty: {FleetParams.store_threshold}," in form.fields["store_threshold"].help_text
+
+
+def test_the_store_threshold_is_bounded_as_the_engine_bounds_it():
+    # the form's bound is analysis.params' constant itself, not a copy that could drift
+    assert analysis_forms.MAX_STORE_THRESHOLD is engine_params.MAX_STORE_THRESHOLD
+    at_bound = _form(store_threshold=str(MAX_STORE_THRESHOLD))
+    assert at_bound.is_valid(), at_bound.errors
+    analysis_params(**at_bound.params()).fleet.validate()  # the engine takes it too
+    past = _form(store_threshold=str(MAX_STORE_THRESHOLD + 1))
+    assert past.errors["store_threshold"] == [f"At most {MAX_STORE_THRESHOLD:,} uses."]
+    with pytest.raises(ValueError, match="store threshold must be between 1 and"):
+        FleetParams(store_threshold=MAX_STORE_THRESHOLD + 1).validate()
+
+
+def test_a_prefix_threshold_alone_makes_no_fleet_and_is_carried_by_one():
+    # report-contract.md: --replicas, --router, --gpu-cache-gib or --store-threshold make a
+    # fleet; the prefix threshold only steers one
+    assert analysis_params(prefix_threshold=0.25).fleet is None
+    assert analysis_params(prefix_threshold=0.25, store_threshold=2).fleet == FleetParams(
+        store_threshold=2, prefix_threshold=0.25
+    )
+    # a GPU prefix cache of 0 GiB given is a fleet (of one replica, no GPU cache); not
+    # given, the GPU cache is FleetParams' default
+    assert analysis_params(gpu_cache_gib=0).fleet == FleetParams(gpu_cache_bytes=0)
+    assert analysis_params(replicas=2).fleet.gpu_cache_bytes == FleetParams.gpu_cache_bytes
+    # on the form, a prefix threshold alone would be dropped: refused in words instead
+    form = _form(prefix_threshold="0.25")
+    assert form.errors["prefix_threshold"] == [
+        "The prefix threshold steers the prefix-aware router of a fleet: give the replicas "
+        "too, or leave it empty."
+    ]
+    with_fleet = _form(prefix_threshold="0.25", gpu_cache_gib="0.5")
+    assert with_fleet.is_valid(), with_fleet.errors
+    assert analysis_params(**with_fleet.params()).fleet == FleetParams(
+        prefix_threshold=0.25, gpu_cache_bytes=GIB // 2
+    )

@@ -62,7 +62,8 @@ def test_round_robin_and_prefix_on_two_replicas_by_hand(client, analyst, four_re
     analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
     assert analysis.status == "done", analysis.message
     assert analysis.params["replicas"] == 2
-    assert analysis.summary.endswith("B=512 · 2 replicas · round_robin/prefix")
+    # the routers in words, as every page names them
+    assert analysis.summary.endswith("B=512 · 2 replicas · round robin / prefix-aware")
     fleet = analysis.report["fleet"]
     page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
 
@@ -108,6 +109,13 @@ def test_round_robin_and_prefix_on_two_replicas_by_hand(client, analyst, four_re
     assert ceiling["y"] == [75.0, 75.0]
     recommended = figures["fleet"]["data"][2]
     assert (recommended["x"], recommended["y"]) == ([2 * SLOT_BYTES / GIB], [50.0])
+    # the x axis is the cache capacity (2 slots: 0.125 GiB), not the RAM with headroom (the
+    # table's ceil(2 * 64 MiB * 1.1) bytes = 0.1375 GiB, three digits on a chart: 0.138);
+    # the recommended point says both
+    assert figures["fleet"]["layout"]["xaxis"]["title"]["text"] == (
+        "cache capacity per replica, before headroom (GiB, log scale)")  # fmt: skip
+    assert recommended["text"] == ["recommended 0.125 GiB cache capacity per replica<br>"
+                                   "→ 0.138 GiB RAM per replica with headroom"]  # fmt: skip
     requests = next(t for t in figures["fleet_load"]["data"] if t["uid"] == "load-requests-prefix")
     assert requests["y"] == [4, 0]
     for name in ("fleet", "fleet_load", "admission"):
