@@ -13,6 +13,7 @@ import numpy as np
 from analysis.budgets import memory_budgets
 from analysis.metrics.at_budget import at_budgets
 from analysis.metrics.curve import (
+    HitCurve,
     curve_points,
     exact_curve,
     hit_share,
@@ -116,7 +117,7 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
-    _add_tiers(report, run, lifetime_us, rate, distances)
+    _add_tiers(report, run, lifetime_us, rate, distances, curve)
     advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
@@ -141,7 +142,12 @@ def analyze(
 
 
 def _add_tiers(
-    report: Report, run: _Run, lifetime_us: int | None, rate: float, distances: np.ndarray | None
+    report: Report,
+    run: _Run,
+    lifetime_us: int | None,
+    rate: float,
+    distances: np.ndarray | None,
+    single: HitCurve,
 ) -> None:
     """The single cache admitting at the second use, and the fleet when one is asked for."""
     stream, params = run.stream, run.params
@@ -150,7 +156,8 @@ def _add_tiers(
     refs = ScopedRefs(run.ids, run.distinct, run.ref_req, run.prev, run.reuse, distances)
     tiers = fleet_inputs(refs, columns, run.warmup_requests, run.counted_tokens, lifetime_us,
                          rate)  # fmt: skip
-    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes)
+    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes,
+                                         single, report.recommendation.capacity_slots)  # fmt: skip
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
                                      report.recommendation.ceiling)  # fmt: skip

@@ -108,6 +108,19 @@ def test_the_session_router_deals_sessions_and_the_rest_round_robin_apart():
     assert [r["requests"] for r in _router(report, "session")["load"]["per_replica"]] == [2, 2]
 
 
+def test_a_router_that_deals_as_an_earlier_one_says_so():
+    # no request names a session: the session router deals them round robin, request by
+    # request the same partition, so the same figures, and the report names the router
+    report = _fleet(ALTERNATING, replicas=2, routers=("round_robin", "session", "prefix"))
+    rr, session = _router(report, "round_robin"), _router(report, "session")
+    assert session["same_partition_as"] == "round_robin"
+    assert (
+        rr["same_partition_as"] is None and _router(report, "prefix")["same_partition_as"] is None
+    )
+    assert {k: v for k, v in session.items() if k not in ("router", "same_partition_as")} == {
+        k: v for k, v in rr.items() if k not in ("router", "same_partition_as")}  # fmt: skip
+
+
 def test_a_pooled_store_is_one_cache_of_every_replicas_ram():
     report = _fleet(ALTERNATING, replicas=2, routers=("pooled",))
     pooled = _router(report, "pooled")
@@ -162,6 +175,11 @@ def test_admission_at_the_second_reference_stores_no_one_off():
     assert report.admission["store_threshold"] == 2
     assert report.admission["ceiling"] == 8 / TOKENS
     assert report.admission["recommendation"]["capacity_slots"] == 1
+    # equal sizes: at its own 1 slot and at the single cache's 3 (90 % of 20 needs 20),
+    # storing every block hits 12 and 20 of 32: here admission buys nothing at either
+    assert [(e["capacity_slots"], e["hit_ratio"], e["store_every_block_hit_ratio"])
+            for e in report.admission["at_equal_size"]] == [
+        (1, 8 / TOKENS, 12 / TOKENS), (3, 8 / TOKENS, 20 / TOKENS)]  # fmt: skip
 
 
 def test_a_fleet_is_checked():

@@ -65,7 +65,7 @@ def _router_entries(
         alike = (entry for earlier, entry in seen if np.array_equal(earlier, partition))
         same = None if pooled else next(alike, None)
         if same is not None:
-            entries.append({**same, "router": router})
+            entries.append({**same, "router": router, "same_partition_as": same["router"]})
             continue
         curve = router_curve(inputs, fleet, router, gpu_slots, partition)
         entries.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
@@ -77,10 +77,14 @@ def _router_entries(
 
 
 def admission_section(
-    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int
-) -> dict:
+    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
+    single: HitCurve, single_slots: int,
+) -> dict:  # fmt: skip
     """One cache that stores a block only at its second reference: the curve and the
-    recommendation (section 4's rule) that admission buys."""
+    recommendation (section 4's rule) that admission buys, and both it and `single` (the
+    cache storing every block) at each one's recommended capacity (`single_slots` is the
+    single cache's): a lower ceiling has a lower target, so only equal sizes compare what
+    admission buys."""
     one = FleetParams(routers=("round_robin",), store_threshold=ADMISSION_THRESHOLD)
     one_replica = np.zeros(inputs.columns.req_session.size, dtype=np.int32)
     curve = router_curve(inputs, one, "round_robin", 0, one_replica)
@@ -97,6 +101,23 @@ def admission_section(
             "per_rank_bytes": rec.per_rank_bytes,
             "hit_ratio": rec.hit_ratio,
         },
+        "at_equal_size": [
+            _both_at(slots, curve.total, single.total, inputs.counted_tokens, slot_bytes)
+            for slots in sorted({rec.capacity_slots, single_slots})
+        ],
+    }
+
+
+def _both_at(slots: int, admitted: np.ndarray, single: np.ndarray, total_tokens: int,
+             slot_bytes: int) -> dict:  # fmt: skip
+    """Both curves' hit ratios at one capacity."""
+    return {
+        "capacity_slots": slots,
+        "capacity_bytes": slots * slot_bytes,
+        "hit_ratio": hit_share(int(admitted[min(slots, admitted.size - 1)]), total_tokens),
+        "store_every_block_hit_ratio": hit_share(
+            int(single[min(slots, single.size - 1)]), total_tokens
+        ),
     }
 
 
@@ -118,6 +139,7 @@ def _router_entry(
     gpu_ratio = hit_share(curve.gpu_tokens, inputs.counted_tokens)
     return {
         "router": curve.router,
+        "same_partition_as": None,  # a later router that deals alike names this one
         "ceiling": rec.ceiling,
         "gpu_hit_ratio": gpu_ratio,
         "mrc": _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots),
