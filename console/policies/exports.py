@@ -236,7 +236,11 @@ def lmcache_yaml(body: dict, meta: dict, *, chunk_size: int, route: str | None =
     tps = sorted({s.tp for s, _, _ in group})
     lines += [
         "sizes are per tensor-parallel worker "
-        + (f"({tps[0]} ranks)" if len(tps) == 1 else f"(ranks: {', '.join(map(str, tps))})")
+        + (
+            f"({tps[0]} rank{'s' * (tps[0] != 1)})"
+            if len(tps) == 1
+            else f"(ranks: {', '.join(map(str, tps))})"
+        )
     ]
     if fleet := policy_fleet(body):
         lines += [f"every one of the {fleet['replicas']} replicas reads this file"]

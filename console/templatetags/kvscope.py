@@ -16,7 +16,7 @@ from django.templatetags.static import static
 
 from console.format import bytes_text, gib_text, percent_text, times_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
-from console.uploads.fleet_words import router_name
+from console.uploads.fleet_words import router_name, same_requests_note, use_ordinal
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
 register = template.Library()
@@ -106,6 +106,18 @@ def times(number: float) -> str:
 def router(name: str) -> str:
     """A fleet's router in words (round_robin -> round robin)."""
     return router_name(str(name))
+
+
+@register.filter
+def same_requests(entry: dict) -> str | None:
+    """A fleet router dealing exactly as an earlier one, in words; None otherwise."""
+    return same_requests_note(entry)
+
+
+@register.filter
+def use_number(k: int) -> str:
+    """A block's k-th use: 2 -> second."""
+    return use_ordinal(int(k))
 
 
 @register.filter

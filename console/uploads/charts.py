@@ -35,7 +35,8 @@ from console.uploads.fleet_charts import admission_figure, fleet_figure, fleet_l
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 6  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity
+CHARTS_VERSION = 7  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity;
+# 7: routers drawn once each in fixed colours, admission at equal sizes
 
 
 def working_set_figure(report: dict) -> dict:

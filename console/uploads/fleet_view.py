@@ -8,13 +8,13 @@ here (console.format)."""
 
 from __future__ import annotations
 
-from console.format import gib_text, percent_text, window_name
+from console.format import gib_text, percent_text
+from console.uploads.admission_words import admission_sentences
 from console.uploads.fleet_words import router_phrase
 
 # the figures shown in the page's own sections (console.uploads.charts draws them last,
 # in this order, so the page lists every figure in drawing order)
 SECTION_FIGURES = ("admission", "fleet", "fleet_load")
-ORDINALS = {1: "first", 2: "second", 3: "third"}
 
 
 def split_figures(figures: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -63,17 +63,34 @@ def _reach(subjects: list[str]) -> str:
     return "reaches" if len(subjects) == 1 else "reach"
 
 
+def _dealt_alike(entries: list[dict]) -> list[str]:
+    """Each router that deals exactly as an earlier one (the report's same_partition_as),
+    as a sentence: it tested nothing of its own."""
+    sentences = []
+    for entry in entries:
+        if not entry.get("same_partition_as"):
+            continue
+        earlier = router_phrase(entry["same_partition_as"])
+        sentence = f"{_capital(router_phrase(entry['router']))} deals as {earlier} here"
+        if (entry["router"], entry["same_partition_as"]) == ("session", "round_robin"):
+            sentence += ": the log names no sessions"
+        sentences.append(sentence + ".")
+    return sentences
+
+
 def fleet_sentence(fleet: dict) -> str:
     """Which router buys what, from the fleet's ceilings: the routers from the highest
     ceiling down, the pooled store after them, the single cache for reference (e.g.
     "Prefix-aware routing reaches a 36.0 % ceiling where round robin reaches 20.0 %; a
-    pooled store reaches 37.0 %; one cache fed all of the traffic reaches 37.0 %.")."""
+    pooled store reaches 37.0 %; one cache fed all of the traffic reaches 37.0 %."), then
+    each router that dealt as an earlier one, said as such rather than as a result."""
     entries = fleet.get("routers") or []
+    own = [e for e in entries if not e.get("same_partition_as")]
     # highest ceiling first; equals keep the report's order (sorted is stable)
     routed = sorted(
-        (e for e in entries if e["router"] != "pooled"), key=lambda e: e["ceiling"], reverse=True
+        (e for e in own if e["router"] != "pooled"), key=lambda e: e["ceiling"], reverse=True
     )
-    pooled = next((e for e in entries if e["router"] == "pooled"), None)
+    pooled = next((e for e in own if e["router"] == "pooled"), None)
     clauses = [_routed_clause(routed, fleet["replicas"])] if routed else []
     if pooled is not None:
         ceiling = percent_text(pooled["ceiling"])
@@ -85,66 +102,21 @@ def fleet_sentence(fleet: dict) -> str:
     clauses.append(
         f"one cache fed all of the traffic reaches {percent_text(fleet['single_cache_ceiling'])}"
     )
-    return "; ".join(clauses) + "."
+    return " ".join(["; ".join(clauses) + ".", *_dealt_alike(entries)])
 
 
 def fleet_cost_sentence(fleet: dict, target: float) -> str:
-    """What a replica's host RAM costs under each router, at the recommendation's rule."""
+    """What a replica's host RAM costs under each router, at the recommendation's rule (a
+    router dealing as an earlier one costs the same: said once, by the earlier)."""
     costs = [
         f"{gib_text(e['recommendation']['ram_bytes'])} with {router_phrase(e['router'])}"
         for e in fleet.get("routers") or []
+        if not e.get("same_partition_as")
     ]
     return (
         f"For {percent_text(target, 0)} of its ceiling, a replica needs "
         f"{_joined(costs)} (host RAM with headroom, all of its TP ranks)."
     )
-
-
-def _useful_clause(report: dict) -> str:
-    """The longest window's useful working set peak, if the report has windows."""
-    windows = report.get("windows") or []
-    if not windows:
-        return ""
-    longest = max(reversed(windows), key=lambda w: w["window_s"])
-    peak = gib_text(longest["useful_ws_peak_bytes"])
-    return f": reused within {window_name(longest['window_s'])}, it peaks at {peak}"
-
-
-def admission_sentences(report: dict) -> list[str] | None:
-    """The LRU-vs-useful gap in words, with the two recommended sizes and hit ratios;
-    None without the admission curve."""
-    admission = report.get("admission")
-    if not admission:
-        return None
-    usual, admitted = report["recommendation"], admission["recommendation"]
-    k = admission["store_threshold"]
-    use = f"{ORDINALS.get(k, f'{k}th')} use"
-    recovers = admitted["ram_bytes"] < usual["ram_bytes"]
-    lru = (
-        f"The LRU recommendation {'is larger because it stores' if recovers else 'stores'} "
-        f"one-offs too: {gib_text(usual['ram_bytes'])} of RAM for a "
-        f"{percent_text(usual['hit_ratio'])} hit ratio (ceiling {percent_text(usual['ceiling'])})."
-    )
-    sized = (
-        f"{gib_text(admitted['ram_bytes'])} of RAM for "
-        f"{percent_text(admitted['hit_ratio'])} (ceiling {percent_text(admission['ceiling'])})"
-    )
-    if recovers:
-        admit = (
-            f"Admitting a block only at its {use} (vLLM's store_threshold {k}) recovers "
-            f"part of the gap: {sized}; the price is that every use of a block up to its "
-            f"{use} misses."
-        )
-    else:
-        admit = (
-            f"Admitting a block only at its {use} (vLLM's store_threshold {k}) recovers "
-            f"nothing on this log: {sized}."
-        )
-    useful = (
-        "The useful working set is what a cache needs if it never stores a block that will "
-        f"not come back{_useful_clause(report)}."
-    )
-    return [useful, lru, admit]
 
 
 def fleet_page(report: dict | None, figures: dict[str, dict]) -> dict:

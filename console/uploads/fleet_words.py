@@ -14,6 +14,9 @@ ROUTER_WHAT = {
     "pooled": "one host store shared by every replica (Mooncake Store, LMCache remote)",
 }
 
+# a block's k-th use in words (k-th past these)
+ORDINALS = {1: "first", 2: "second", 3: "third"}
+
 # a router as the subject of a sentence ("prefix-aware routing reaches ...")
 ROUTER_PHRASES = {
     "round_robin": "round robin",
@@ -33,4 +36,31 @@ def router_phrase(router: str) -> str:
     return ROUTER_PHRASES.get(router, router_name(router))
 
 
-__all__ = ["ROUTER_NAMES", "ROUTER_PHRASES", "ROUTER_WHAT", "router_name", "router_phrase"]
+def use_ordinal(k: int) -> str:
+    """A block's k-th use in words: "first", "second", "third", else "k-th"."""
+    return ORDINALS.get(k, f"{k}-th")
+
+
+def same_requests_note(entry: dict) -> str | None:
+    """What a router that deals exactly as an earlier one (the report's
+    same_partition_as) says of itself; None for one that deals its own way. Sessions
+    dealt as round robin: the log names no sessions (metrics.md section 8)."""
+    earlier = entry.get("same_partition_as")
+    if not earlier:
+        return None
+    note = f"same requests as {router_name(earlier)}"
+    if entry["router"] == "session" and earlier == "round_robin":
+        note += " (the log names no sessions)"
+    return note
+
+
+__all__ = [
+    "ORDINALS",
+    "ROUTER_NAMES",
+    "ROUTER_PHRASES",
+    "ROUTER_WHAT",
+    "router_name",
+    "router_phrase",
+    "same_requests_note",
+    "use_ordinal",
+]

@@ -229,8 +229,10 @@ def test_an_mla_route_at_more_ranks_keeps_the_whole_latent_on_each():
     per_rank_gib = 100 * rank / replica
     body = _sized({"model": "deepseek-v3", "tp": 1}, ["deepseek-v3"], 100.0,
                   {"deepseek-v3": {"tp": 8}})  # fmt: skip
-    config = yaml.safe_load(exports.lmcache_yaml(body, META, chunk_size=256))
+    text = exports.lmcache_yaml(body, META, chunk_size=256)
+    config = yaml.safe_load(text)
     assert config["max_local_cpu_size"] == per_rank_gib == 100.0
+    assert "# sizes are per tensor-parallel worker (8 ranks)\n" in text
     native = _native(exports.vllm_flags(body, META), "deepseek-v3")
     assert native[native.index("--kv-offloading-size") + 1] == "800"  # 100 x 8 ranks
     spec = yaml.safe_load(exports.helm_values(body, META))["servingEngineSpec"]["modelSpec"][0]
@@ -248,8 +250,10 @@ def test_route_sizes_round_up_and_an_unknown_model_keeps_total_over_tp_with_a_wa
     config = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
               "hidden_size": 4096, "torch_dtype": "bfloat16"}  # fmt: skip
     body = _sized(params, ["gemma-2-9b"], 1.01)
-    assert yaml.safe_load(exports.lmcache_yaml(body, META, chunk_size=256))[
-        "max_local_cpu_size"] == 2.66  # fmt: skip
+    text = exports.lmcache_yaml(body, META, chunk_size=256)
+    assert yaml.safe_load(text)["max_local_cpu_size"] == 2.66
+    # gemma-2-9b is served at TP 1 here: one rank, said in the singular
+    assert "# sizes are per tensor-parallel worker (1 rank)\n" in text
     native = _native(exports.vllm_flags(body, META), "gemma-2-9b")
     assert native[native.index("--kv-offloading-size") + 1] == "2.66"
     # sized from a config.json: a route kvscope does not know is served as named, with no

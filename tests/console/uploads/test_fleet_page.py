@@ -170,9 +170,27 @@ def test_admission_is_explained_with_both_sizes(client, analyst, four_requests):
         "(ceiling 75.0 %)." in text
     )
     assert (
-        "Admitting a block only at its second use (vLLM's store_threshold 2) recovers "
-        f"nothing on this log: {gib} of RAM for 50.0 % (ceiling 50.0 %)." in text
+        "Storing a block only at its second use (vLLM's store_threshold 2) recommends "
+        f"{gib} of RAM for 50.0 % (ceiling 50.0 %); its target is 90 % of its own ceiling, "
+        "so only equal sizes compare the two." in text
     )
+    # both recommend two slots (2 * 64 MiB = 0.125 GiB, "0.12 GiB"): one equal size, where
+    # storing every block hits requests 1-3 (75 %) and admission only 2 and 3 (50 %)
+    assert analysis.report["admission"]["at_equal_size"][0]["capacity_slots"] == 2
+    assert (
+        f"At {2 * SLOT_BYTES / GIB:,.2f} GiB of cache (both recommended capacities), it hits "
+        "50.0 % where storing every block hits 75.0 %. On this traffic admission does not pay "
+        "at this size: the one-offs it keeps out are fewer than the second uses it gives up."
+        in text
+    )
+    # the chart marks both curves at that size: 75 % and 50 % at 0.125 GiB
+    figures = {name: fig for name, fig in analysis.figures}
+    marks = {t["uid"]: (t["x"], t["y"]) for t in figures["admission"]["data"]
+             if t["uid"].endswith("at-equal-size")}  # fmt: skip
+    assert marks == {"admission-1-at-equal-size": ([2 * SLOT_BYTES / GIB], [75.0]),
+                     "admission-k-at-equal-size": ([2 * SLOT_BYTES / GIB], [50.0])}  # fmt: skip
+    # one cache fed all of the traffic: no fleet, so the headline cards need no label
+    assert "data-one-cache" not in page
     # no fleet asked for: a hint to the form instead of the section
     assert "data-no-fleet" in page and 'id="fleet-table"' not in page
     assert "fleet.csv" not in page
@@ -187,3 +205,54 @@ def _table(page: str) -> dict[str, dict]:
         cells["load"] = re.findall(r'<td class="num">([^<]*×)</td>', row)
         rows[router] = cells
     return rows
+
+
+def test_sessions_on_a_log_without_them_deal_as_round_robin(client, analyst, four_requests):
+    """The trace names no sessions: routing by session deals the four requests round robin
+    among themselves (metrics.md section 8), exactly as round robin does. The page says so
+    instead of reporting a second result: one line on the chart, whose legend names both,
+    the session row naming round robin, the sentence saying what session routing did."""
+    assert client.login(username=analyst.username, password=PASSWORD)
+    response = client.post(
+        reverse("analysis_new", args=[four_requests.pk]),
+        _reanalysis(replicas="2", routers=["round_robin", "session"]),
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    analysis = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
+    assert analysis.status == "done", analysis.message
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    text = html.unescape(re.sub(r"\s+", " ", page))
+    # round robin: each replica's second request hits both blocks, 2 * 1024 of 4096: 50 %
+    assert (
+        "Round robin over 2 replicas reaches a 50.0 % ceiling; one cache fed all of the "
+        "traffic reaches 75.0 %. Routing by session deals as round robin here: the log names "
+        "no sessions." in text
+    )
+    assert "For 90 % of its ceiling, a replica needs 0.14 GiB with round robin (host" in text
+    session_row = re.search(r'<tr data-router="session" data-same-as="round_robin">(.*?)</tr>',
+                            page, re.S)  # fmt: skip
+    assert session_row is not None
+    assert (
+        "same requests as round robin (the log names no sessions): its figures are round "
+        "robin's" in html.unescape(session_row.group(1))
+    )
+    figures = {name: fig for name, fig in analysis.figures}
+    fleet_traces = figures["fleet"]["data"]
+    assert [t["uid"] for t in fleet_traces] == [
+        "fleet-round_robin", "fleet-recommended-round_robin", "single-cache-ceiling"]  # fmt: skip
+    assert fleet_traces[0]["name"] == "round robin (= session)"
+    load_uids = [t["uid"] for t in figures["fleet_load"]["data"]]
+    assert load_uids == [f"load-{key}-round_robin"
+                         for key in ("requests", "prompt_tokens", "prefill_tokens")]  # fmt: skip
+
+    # the headline cards are one cache's (75 % ceiling, two slots), said so next to them
+    assert page.count("<small data-one-cache>one cache</small>") == 3
+    assert ("These figures are one cache's: one cache fed all of the traffic. The fleet's 2 "
+            "replicas each need their own size: see the fleet's figures per replica."
+            ) in re.sub(r"<[^>]+>", "", text)  # fmt: skip
+    assert '<a href="#fleet">the fleet' in page
+    # and in the upload's list of analyses: a link to the fleet's figures per replica
+    listing = client.get(reverse("upload_detail", args=[four_requests.pk])).content.decode()
+    assert "Recommended RAM, one cache" in listing
+    links = re.findall(r'href="([^"]+)" data-per-replica-link', listing)
+    assert links == [reverse("analysis_detail", args=[analysis.pk]) + "#fleet"]

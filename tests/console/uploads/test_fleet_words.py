@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from console.uploads.charts import report_figures
 from console.uploads.exports import FLEET_COLUMNS, fleet_csv
-from console.uploads.fleet_charts import fleet_figure, fleet_load_figure
+from console.uploads.fleet_charts import ROUTER_COLOURS, fleet_figure, fleet_load_figure
 from console.uploads.fleet_view import (
     admission_sentences,
     fleet_cost_sentence,
     fleet_sentence,
     split_figures,
 )
+from console.uploads.fleet_words import same_requests_note, use_ordinal
 
 GIB = 2**30
 
@@ -74,41 +75,167 @@ def test_what_a_replica_costs_under_each_router():
     )
 
 
-def _admission_report(usual_ram: int, admitted_ram: int) -> dict:
+def _admission_report(usual_ram: int, admitted_ram: int, *equal: tuple[int, float, float]) -> dict:
+    """A report whose admission compares at the given (GiB, admitted, every block) sizes:
+    the admission recommends 2 GiB, the usual cache 8 GiB (their capacities, in slots of
+    1 GiB)."""
     return {
         "windows": [
             {"window_s": 300.0, "useful_ws_peak_bytes": GIB},
             {"window_s": 3600.0, "useful_ws_peak_bytes": 2 * GIB},
         ],
-        "recommendation": {"ram_bytes": usual_ram, "hit_ratio": 0.5, "ceiling": 0.6},
+        "recommendation": {
+            "ram_bytes": usual_ram,
+            "capacity_bytes": 8 * GIB,
+            "capacity_slots": 8,
+            "hit_ratio": 0.5,
+            "ceiling": 0.6,
+            "target": 0.9,
+        },
         "admission": {
             "store_threshold": 2,
             "ceiling": 0.45,
-            "recommendation": {"ram_bytes": admitted_ram, "hit_ratio": 0.4},
+            "recommendation": {"ram_bytes": admitted_ram, "capacity_slots": 2, "hit_ratio": 0.4},
+            "at_equal_size": [
+                {
+                    "capacity_slots": gib,
+                    "capacity_bytes": gib * GIB,
+                    "hit_ratio": ours,
+                    "store_every_block_hit_ratio": theirs,
+                }
+                for gib, ours, theirs in equal
+            ],
         },
     }
 
 
-def test_admission_states_both_sizes_and_what_it_recovers():
-    useful, lru, admit = admission_sentences(_admission_report(8 * GIB, 2 * GIB))
+def test_admission_compares_at_equal_sizes_and_says_when_it_does_not_pay():
+    # the shared trace's shape: admission lower at both sizes
+    report = _admission_report(9 * GIB, 3 * GIB, (2, 0.38, 0.4), (8, 0.44, 0.5))
+    useful, lru, own, equal, verdict = admission_sentences(report)
     assert useful == (
         "The useful working set is what a cache needs if it never stores a block that will "
         "not come back: reused within 1 h, it peaks at 2.00 GiB."
     )
+    # the usual cache's capacity (8 GiB) is above the useful working set's 2 GiB peak
     assert lru == (
-        "The LRU recommendation is larger because it stores one-offs too: 8.00 GiB of RAM "
+        "The LRU recommendation is larger because it stores one-offs too: 9.00 GiB of RAM "
         "for a 50.0 % hit ratio (ceiling 60.0 %)."
     )
-    assert admit == (
-        "Admitting a block only at its second use (vLLM's store_threshold 2) recovers part "
-        "of the gap: 2.00 GiB of RAM for 40.0 % (ceiling 45.0 %); the price is that every "
-        "use of a block up to its second use misses."
+    assert own == (
+        "Storing a block only at its second use (vLLM's store_threshold 2) recommends 3.00 GiB "
+        "of RAM for 40.0 % (ceiling 45.0 %); its target is 90 % of its own ceiling, so only "
+        "equal sizes compare the two."
     )
-    # no smaller: it is not said to recover anything, nor LRU to be larger
-    _, lru, admit = admission_sentences(_admission_report(2 * GIB, 2 * GIB))
+    assert equal == (
+        "At 2.00 GiB of cache (its recommended capacity), it hits 38.0 % where storing every "
+        "block hits 40.0 %; at 8.00 GiB (the usual cache's recommended capacity), 44.0 % "
+        "against 50.0 %."
+    )
+    assert verdict == (
+        "On this traffic admission does not pay at these sizes: the one-offs it keeps out "
+        "are fewer than the second uses it gives up."
+    )
+    # equal as shown (40.04 % and 40.0 % both read 40.0 %) does not pay either
+    report = _admission_report(9 * GIB, 3 * GIB, (2, 0.4004, 0.4))
+    assert admission_sentences(report)[-1].startswith(
+        "On this traffic admission does not pay at this size:"
+    )
+
+
+def test_admission_that_pays_at_one_size_and_not_the_other():
+    # the chat sample's shape: higher at the admission's size, lower at the usual one's
+    report = _admission_report(9 * GIB, 3 * GIB, (2, 0.48, 0.45), (8, 0.53, 0.56))
+    assert admission_sentences(report)[-1] == (
+        "On this traffic admission pays at 2.00 GiB (the one-offs it keeps out leave room for "
+        "more hits than the second uses it gives up) but not at 8.00 GiB."
+    )
+    report = _admission_report(9 * GIB, 3 * GIB, (2, 0.48, 0.45), (8, 0.57, 0.56))
+    assert admission_sentences(report)[-1] == (
+        "On this traffic admission pays at these sizes: the one-offs it keeps out leave room "
+        "for more hits than the second uses it gives up."
+    )
+
+
+def test_admission_without_equal_sizes_compares_nothing():
+    """A report stored before at_equal_size: the two recommendations, no verdict."""
+    report = _admission_report(2 * GIB, 2 * GIB)
+    del report["admission"]["at_equal_size"]
+    report["windows"][1]["useful_ws_peak_bytes"] = 9 * GIB  # above the usual 8 GiB
+    _, lru, own = admission_sentences(report)
     assert lru.startswith("The LRU recommendation stores one-offs too: 2.00 GiB")
-    assert "recovers nothing on this log: 2.00 GiB of RAM for 40.0 %" in admit
+    assert own == (
+        "Storing a block only at its second use (vLLM's store_threshold 2) recommends 2.00 GiB "
+        "of RAM for 40.0 % (ceiling 45.0 %)."
+    )
     assert admission_sentences({"recommendation": {}}) is None
+
+
+def test_uses_in_words():
+    assert [use_ordinal(k) for k in (1, 2, 3, 4, 12)] == [
+        "first", "second", "third", "4-th", "12-th"]  # fmt: skip
+
+
+def test_a_router_dealing_as_an_earlier_one_is_said_so_and_drawn_once():
+    points = [{"capacity_bytes": GIB, "capacity_slots": 1, "hit_ratio": 0.2,
+               "gpu_hit_ratio": 0.0, "ram_hit_ratio": 0.2}]  # fmt: skip
+    rec = {"capacity_bytes": GIB, "ram_bytes": GIB, "hit_ratio": 0.2}
+    load = {"per_replica": [{"requests": 1, "prompt_tokens": 2, "prefill_tokens": 1}] * 4}
+    entry = {"mrc": points, "recommendation": rec, "load": load, "same_partition_as": None}
+    fleet = {"replicas": 4, "single_cache_ceiling": 0.4, "exact": True, "routers": [
+        {**entry, "router": "round_robin", "ceiling": 0.2},
+        {**entry, "router": "session", "ceiling": 0.2, "same_partition_as": "round_robin"},
+        {**entry, "router": "prefix", "ceiling": 0.36},
+    ]}  # fmt: skip
+    assert fleet_sentence(fleet) == (
+        "Prefix-aware routing reaches a 36.0 % ceiling where round robin reaches 20.0 %; "
+        "one cache fed all of the traffic reaches 40.0 %. Routing by session deals as round "
+        "robin here: the log names no sessions."
+    )
+    assert fleet_cost_sentence(fleet, 0.9) == (
+        "For 90 % of its ceiling, a replica needs 1.00 GiB with round robin and 1.00 GiB "
+        "with prefix-aware routing (host RAM with headroom, all of its TP ranks)."
+    )
+    assert same_requests_note(fleet["routers"][1]) == (
+        "same requests as round robin (the log names no sessions)"
+    )
+    assert same_requests_note(fleet["routers"][0]) is None
+    # prefix-aware dealing as round robin (a log too small to match): no word of sessions
+    assert same_requests_note({"router": "prefix", "same_partition_as": "round_robin"}) == (
+        "same requests as round robin"
+    )
+    lines = [t for t in fleet_figure({"fleet": fleet})["data"] if t["mode"] == "lines"]
+    assert [t["name"] for t in lines] == ["round robin (= session)", "prefix-aware",
+                                          "single-cache ceiling"]  # fmt: skip
+
+
+def test_each_router_keeps_its_colour_whichever_routers_are_asked_for():
+    """Prefix-aware is drawn in the same colour alone, after round robin, or after three
+    others: the colour is the router's, not its place in the report."""
+    points = [{"capacity_bytes": GIB, "capacity_slots": 1, "hit_ratio": 0.2,
+               "gpu_hit_ratio": 0.0, "ram_hit_ratio": 0.2}]  # fmt: skip
+    rec = {"capacity_bytes": GIB, "ram_bytes": GIB, "hit_ratio": 0.2}
+    load = {"per_replica": [{"requests": 1, "prompt_tokens": 2, "prefill_tokens": 1}] * 2}
+
+    def colours(*routers: str) -> tuple[dict, dict]:
+        fleet = {"replicas": 2, "single_cache_ceiling": 0.4, "exact": True, "routers": [
+            {"router": r, "ceiling": 0.2, "mrc": points, "recommendation": rec, "load": load}
+            for r in routers]}  # fmt: skip
+        curves = {t["uid"]: t["line"]["color"] for t in fleet_figure({"fleet": fleet})["data"]
+                  if t["uid"].startswith("fleet-") and "recommended" not in t["uid"]}  # fmt: skip
+        bars = {t["uid"]: t["marker"]["color"]
+                for t in fleet_load_figure({"fleet": fleet})["data"]}  # fmt: skip
+        return curves, bars
+
+    alone = colours("prefix")
+    second = colours("round_robin", "prefix")
+    last = colours("round_robin", "session", "pooled", "prefix")
+    prefix = ROUTER_COLOURS["prefix"]
+    assert prefix != ROUTER_COLOURS["round_robin"]
+    for curves, bars in (alone, second, last):
+        assert curves["fleet-prefix"] == prefix
+        assert bars["load-requests-prefix"] == bars["load-prefill_tokens-prefix"] == prefix
+    assert second[0]["fleet-round_robin"] == last[0]["fleet-round_robin"]
 
 
 def test_a_report_without_a_fleet_has_no_fleet_figures_and_an_empty_fleet_csv():
