@@ -114,6 +114,8 @@ class AnalysisParams:
     host: HostBudget | None = None
     # host RAM per replica whose hit ratio to report (metrics.md section 9), GiB
     budgets_gib: tuple[float, ...] = ()
+    # past the knee, doubling the cache gains less than this hit ratio (metrics.md section 9)
+    knee_gain: float = 0.01
     # replicas, routers, a GPU tier and admission (metrics.md section 8); None: one cache
     fleet: FleetParams | None = None
     # the curve is exact up to this many block references, SHARDS-sampled beyond
@@ -151,6 +153,8 @@ class AnalysisParams:
             raise ValueError("budgets must be positive, finite numbers of GiB")
         if self.fleet is not None:
             self.fleet.validate()
+        if not 0 < self.knee_gain < 1:
+            raise ValueError("the knee gain must be a share of hit ratio in (0, 1)")
 
     def report_dict(self) -> dict:
         """The parameters as the report's `params` records them."""
@@ -167,6 +171,7 @@ class AnalysisParams:
             "model": self.profile.name,
             "kv_dtype": self.kv_dtype or self.profile.dtype,
             "budgets_gib": list(self.budgets_gib),
+            "knee_gain": self.knee_gain,
             "fleet": self.fleet.report_dict() if self.fleet is not None else None,
         }
 

@@ -120,6 +120,7 @@ class Report:
     budgets: dict | None = None  # weights / active KV on GPU / reusable blocks in host RAM
     # metrics.md section 9: what each budget asked for, and the host's, buys
     at_budget: list[dict] = field(default_factory=list)
+    knee: dict | None = None  # where doubling the cache stops buying knee_gain (section 9)
     # metrics.md section 8: every router's fleet curve (when a fleet is asked for), and the
     # single cache admitting a block only at its second reference
     fleet: dict | None = None

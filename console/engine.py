@@ -91,6 +91,7 @@ def analysis_params(
     doc_min_tokens: int = DEFAULTS.doc_min_tokens,
     host_ram_gib: float | None = None,
     budgets_gib: list[float] | None = None,
+    knee_gain: float = DEFAULTS.knee_gain,
     gpu_memory_gib: float | None = None,
     # the serving shape's defaults are ServingShape's own (its fields' class attributes)
     weight_dtype: str = ServingShape.weight_dtype,
@@ -111,7 +112,6 @@ def analysis_params(
     unknown = set(reserves_gib) - {f"reserve_{name}_gib" for name in HOST_RESERVES}
     if unknown:
         raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
-    profile = _profile(model, model_config)
     host = _host_budget(host_ram_gib, reserves_gib) if host_ram_gib is not None else None
     serving = None
     if gpu_memory_gib is not None:
@@ -119,7 +119,7 @@ def analysis_params(
                            context_tokens)  # fmt: skip
     return AnalysisParams(
         windows_s=tuple(windows) if windows else DEFAULTS.windows_s,
-        profile=profile,
+        profile=_profile(model, model_config),
         kv_dtype=kv_dtype or None,
         scope=scope,
         lifetime_s=lifetime,
@@ -131,6 +131,7 @@ def analysis_params(
         doc_min_tokens=doc_min_tokens,
         host=host,
         budgets_gib=tuple(budgets_gib or ()),
+        knee_gain=knee_gain,
         serving=serving,
         fleet=_fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold),
     )

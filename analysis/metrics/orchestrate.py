@@ -27,6 +27,7 @@ from analysis.metrics.fleet import (
     fleet_inputs,
     fleet_section,
 )
+from analysis.metrics.knee import knee
 from analysis.metrics.recommend import recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
@@ -117,6 +118,7 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
+    report.knee = knee(curve, mrc, run.counted_tokens, params.knee_gain)
     _add_tiers(report, run, lifetime_us, rate, distances, curve)
     advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,

@@ -35,6 +35,7 @@ CONTRACT_KEYS = {
     "tools",
     "cache_control_requests",
     "at_budget",
+    "knee",
 }
 WINDOW_KEYS = {
     "window_s",
@@ -249,3 +250,17 @@ def test_fleet_options_add_the_contract_fleet_and_match_the_engine(chat_log, tmp
         "round_robin"]  # fmt: skip
     with pytest.raises(CommandError, match="replicas must be"):
         _run(chat_log, "--json", tmp_path / "bad.json", "--replicas", "0")
+
+
+def test_the_knee_gain_from_the_command_line(chat_log, tmp_path):
+    out = tmp_path / "knee.json"
+    _run(chat_log, "--json", out, "--knee-gain", "0.05")
+    report = json.loads(out.read_text())
+    assert report["params"]["knee_gain"] == 0.05
+    # the knee is one of the curve's points, at or below the ceiling
+    point = next(
+        p for p in report["mrc"] if p["capacity_slots"] == report["knee"]["capacity_slots"]
+    )
+    assert point["hit_ratio"] == report["knee"]["hit_ratio"] <= report["recommendation"]["ceiling"]
+    with pytest.raises(CommandError, match="knee gain"):
+        _run(chat_log, "--json", tmp_path / "bad.json", "--knee-gain", "2")

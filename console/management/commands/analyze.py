@@ -40,6 +40,7 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
         doc_min_tokens=opts["doc_min_tokens"],
         host_ram_gib=opts["host_ram_gib"],
         budgets_gib=opts["budget_gib"],
+        knee_gain=opts["knee_gain"],
         replicas=opts["replicas"],
         routers=opts["router"],
         prefix_threshold=opts["prefix_threshold"],
@@ -169,6 +170,14 @@ def add_host_arguments(parser: CommandParser) -> None:
         default=None,
         metavar="X",
         help="what X GiB of host RAM per replica buys (repeatable; headroom set aside)",
+    )
+    parser.add_argument(
+        "--knee-gain",
+        type=float,
+        default=DEFAULTS.knee_gain,
+        metavar="F",
+        help="past the knee, doubling the cache gains less than F of hit ratio "
+        f"(default {DEFAULTS.knee_gain:g})",
     )
     for name in HOST_RESERVES:
         parser.add_argument(
