@@ -20,6 +20,7 @@ from console.policies.services import (
 )
 from console.roles import ensure_roles
 from console.uploads.analyses import analysis_create
+from console.uploads.analysis_forms import AnalysisForm
 from tests.analysis.factories import vllm_result
 from tests.console.waiting import wait_for
 
@@ -153,3 +154,15 @@ def form_post(version: PolicyVersion) -> dict:
 def vllm_file(name: str, **values) -> SimpleUploadedFile:
     """A vLLM result file as the benchmark form receives it (values as vllm_result's)."""
     return SimpleUploadedFile(name, json.dumps(vllm_result(**values)).encode())
+
+
+def opened_analysis_form(block_tokens: int, **values) -> dict:
+    """The analysis form's data as it opens (every field at its initial value, no model
+    config file) for a stream of `block_tokens`, with `values` posted over it."""
+    blank = AnalysisForm(block_sizes=[block_tokens])
+    data = {}
+    for name, field in blank.fields.items():
+        value = blank.get_initial_for_field(field, name)
+        if value is not None and name != "model_config":
+            data[name] = value
+    return {**data, "block_tokens": block_tokens, **values}

@@ -15,21 +15,14 @@ from console.engine import analysis_params
 from console.uploads import analysis_forms
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
 from console.uploads.fleet_words import ROUTER_NAMES, ROUTER_PHRASES, ROUTER_WHAT
+from tests.console.factories import opened_analysis_form
 
 GIB = 2**30
 
 
 def _posted(**fleet) -> dict:
     """The form as it opens (its initial values), with the fleet's fields as given."""
-    blank = AnalysisForm(block_sizes=[256])
-    data = {}
-    for name, field in blank.fields.items():
-        value = blank.get_initial_for_field(field, name)
-        if value is not None and name != "model_config":
-            data[name] = value
-    data["block_tokens"] = 256
-    data.update(fleet)
-    return data
+    return opened_analysis_form(256, **fleet)
 
 
 def _form(**fleet) -> AnalysisForm:

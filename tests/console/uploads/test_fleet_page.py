@@ -15,9 +15,8 @@ import pytest
 from django.urls import reverse
 
 from console.models import Analysis, Upload
-from console.uploads.analysis_forms import AnalysisForm
 from console.uploads.services import upload_create
-from tests.console.factories import PASSWORD, default_analysis
+from tests.console.factories import PASSWORD, default_analysis, opened_analysis_form
 from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,13 +33,7 @@ SLOT_BYTES = 32 * 8 * 128 * 2 * 2 * 512
 
 def _reanalysis(**fleet) -> dict:
     """The re-analysis form as it opens, with the fleet's fields as given."""
-    blank = AnalysisForm(block_sizes=[512])
-    data = {}
-    for name, field in blank.fields.items():
-        value = blank.get_initial_for_field(field, name)
-        if value is not None and name != "model_config":
-            data[name] = value
-    return {**data, "block_tokens": 512, **fleet}
+    return opened_analysis_form(512, **fleet)
 
 
 @pytest.fixture
