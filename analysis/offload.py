@@ -51,6 +51,13 @@ class OffloadPayoff:
         return {**asdict(self), "pays": self.pays, "speedup": self.speedup}
 
 
+def prompt_tokens_per_hour(report: dict) -> float:
+    """The log's average prompt tokens per hour over its span (a one-request log: one
+    second)."""
+    span_h = max(float(report["span_s"]), 1.0) / 3600
+    return report["prompt_tokens"] / span_h
+
+
 def offload_payoff(
     report: dict,
     *,
@@ -66,8 +73,7 @@ def offload_payoff(
     if not 0 <= ratio <= 1:
         raise ValueError("the hit ratio is between 0 and 1")
     per_token = int(report["kv_bytes_per_token"])
-    span_h = max(float(report["span_s"]), 1.0) / 3600  # a one-request log: one second
-    tokens_per_hour = report["prompt_tokens"] / span_h
+    tokens_per_hour = prompt_tokens_per_hour(report)
     saved = ratio * tokens_per_hour
     bandwidth = bandwidth_gb_s * 1e9
     return OffloadPayoff(

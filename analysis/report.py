@@ -121,6 +121,9 @@ class Report:
     # metrics.md section 9: what each budget asked for, and the host's, buys
     at_budget: list[dict] = field(default_factory=list)
     knee: dict | None = None  # where doubling the cache stops buying knee_gain (section 9)
+    # the curve as the capacities where it first gains each STEP of hit ratio: read at any
+    # size within a step ("what does N GiB buy?", analysis.metrics.at_budget.buys)
+    curve_steps: dict = field(default_factory=dict)
     # metrics.md section 8: every router's fleet curve (when a fleet is asked for), and the
     # single cache admitting a block only at its second reference
     fleet: dict | None = None

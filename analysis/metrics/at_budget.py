@@ -8,6 +8,7 @@ import math
 from fractions import Fraction
 
 from analysis.metrics.curve import HitCurve, hit_share
+from analysis.metrics.curve_steps import hit_at_slots
 from analysis.params import AnalysisParams
 
 GIB = 1 << 30
@@ -52,3 +53,33 @@ def at_budgets(
             "cross_session_hit_ratio": hit_share(hits - same, total_tokens),
         })  # fmt: skip
     return entries
+
+
+def buys(report: dict, ram_bytes: int, router: str | None = None) -> dict:
+    """What `ram_bytes` of host RAM per replica buys, read off a finished report's stored
+    curve steps (curve_steps: within half a tenth of a point of the exact curve), for the
+    single cache or one fleet router's curve per replica: the capacity it holds once
+    headroom is set aside, the hit ratio there, the ceiling, and whether it fits the host."""
+    rec = report["recommendation"]
+    curve = report if router is None else _router(report, router)
+    slots = budget_slots(ram_bytes, int(report["block_tokens"]),
+                         int(rec["per_rank_kv_bytes_per_token"]), int(rec["tp"]),
+                         float(rec["headroom"]))  # fmt: skip
+    host = rec.get("host")
+    return {
+        "router": router,
+        "ram_bytes": ram_bytes,
+        "capacity_slots": slots,
+        "capacity_bytes": slots * int(report["slot_bytes"]),
+        "hit_ratio": hit_at_slots(curve["curve_steps"], slots),
+        "ceiling": float(curve["ceiling"] if router is not None else rec["ceiling"]),
+        "within": float(curve["curve_steps"]["step"]),
+        "host_fits": ram_bytes <= host["available_bytes"] if host else None,
+    }
+
+
+def _router(report: dict, router: str) -> dict:
+    for entry in (report.get("fleet") or {}).get("routers", []):
+        if entry["router"] == router:
+            return entry
+    raise ValueError(f"this analysis has no {router!r} router")

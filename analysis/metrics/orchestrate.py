@@ -20,6 +20,7 @@ from analysis.metrics.curve import (
     sampled_curve,
     sampling_rate,
 )
+from analysis.metrics.curve_steps import curve_steps
 from analysis.metrics.fleet import (
     ScopedRefs,
     StreamColumns,
@@ -119,6 +120,7 @@ def analyze(
 
     report = _report(run, windows, mrc, rate, recommendation)
     report.knee = knee(curve, mrc, run.counted_tokens, params.knee_gain)
+    report.curve_steps = curve_steps(curve.total, run.counted_tokens)
     _add_tiers(report, run, lifetime_us, rate, distances, curve)
     advance()
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,

@@ -28,11 +28,7 @@ def recommend(
     slots = min(slots, cum.size - 1)
     capacity = slots * block_tokens * params.profile.kv_bytes_per_token(params.kv_dtype)
     rank_per_token = params.profile.kv_bytes_per_token_per_rank(params.tp, params.kv_dtype)
-    # exact decimal arithmetic: 200 * (1 + 0.1) in floats is 220.00000000000003, and the
-    # ceiling of that would ask for a byte more than capacity * (1 + headroom)
-    per_rank = math.ceil(
-        slots * block_tokens * rank_per_token * (1 + Fraction(str(params.headroom)))
-    )
+    per_rank = per_rank_ram(slots, block_tokens, rank_per_token, params.headroom)
     # the replica total is exactly per rank * tp (exports divide it back by tp)
     ram = per_rank * params.tp
     return Recommendation(
@@ -54,6 +50,13 @@ def recommend(
         lifetime_s=params.lifetime_s,
         host=_host_check(params.host, ram) if params.host is not None else None,
     )
+
+
+def per_rank_ram(slots: int, block_tokens: int, rank_bytes_per_token: int, headroom: float) -> int:
+    """The RAM one tensor-parallel rank needs to hold `slots` blocks, with headroom. Exact
+    decimal arithmetic: 200 * (1 + 0.1) in floats is 220.00000000000003, and the ceiling of
+    that would ask for a byte more than capacity * (1 + headroom)."""
+    return math.ceil(slots * block_tokens * rank_bytes_per_token * (1 + Fraction(str(headroom))))
 
 
 def _host_check(host: HostBudget, ram_bytes: int) -> HostBudgetCheck:

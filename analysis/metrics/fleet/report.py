@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.metrics.curve import HitCurve, hit_share
+from analysis.metrics.curve_steps import curve_steps
 from analysis.metrics.fleet.curve import RouterCurve, replicas_of_requests, router_curve
 from analysis.metrics.fleet.inputs import FleetInputs
 from analysis.metrics.recommend import recommend
@@ -143,6 +144,7 @@ def _router_entry(
         "ceiling": rec.ceiling,
         "gpu_hit_ratio": gpu_ratio,
         "mrc": _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots),
+        "curve_steps": curve_steps(curve.total, inputs.counted_tokens),
         "recommendation": _recommendation(rec, gpu_ratio),
         "load": _load(curve, inputs, rec.capacity_slots, replicas),
     }
