@@ -54,6 +54,13 @@ def percent_text(ratio: float, digits: int = 1) -> str:
     return f"{ratio * 100:.{digits}f} %"
 
 
+def money_text(amount: float) -> str:
+    """An amount in the planner's own currency, two decimals with separators: 1234.5 as
+    "1,234.50", -3 as "−3.00" (the cost view names no currency: prices are the user's)."""
+    text = f"{abs(amount):,.2f}"
+    return f"−{text}" if amount < 0 and text.strip("0.,") else text
+
+
 def times_text(ratio: float) -> str:
     """A ratio of two amounts as a factor: 1.8 as "1.80×" (the busiest replica's load
     over the mean)."""
@@ -67,6 +74,7 @@ __all__ = [
     "gib",
     "gib_number",
     "gib_text",
+    "money_text",
     "percent",
     "percent_text",
     "times_text",

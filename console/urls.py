@@ -6,6 +6,7 @@ from console import health
 from console.benchmarks import views as benchmark_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
+from console.uploads import planner_views
 from console.uploads import views as upload_views
 
 urlpatterns = [
@@ -24,6 +25,7 @@ urlpatterns = [
     ),
     path("uploads/<int:pk>/analyses/new/", upload_views.analysis_new, name="analysis_new"),
     path("analyses/<int:pk>/", upload_views.analysis_detail, name="analysis_detail"),
+    path("analyses/<int:pk>/buys.json", planner_views.analysis_buys, name="analysis_buys"),
     path("analyses/<int:pk>/status.json", upload_views.analysis_status, name="analysis_status"),
     path("analyses/<int:pk>/retry/", upload_views.analysis_retry_view, name="analysis_retry"),
     path(

@@ -29,7 +29,7 @@ from analysis.metrics.fleet import (
     fleet_section,
 )
 from analysis.metrics.knee import knee
-from analysis.metrics.recommend import recommend
+from analysis.metrics.recommend import per_rank_ram, recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
 from analysis.metrics.traffic import cache_control_requests, session_share, tools_summary
@@ -120,6 +120,11 @@ def analyze(
 
     report = _report(run, windows, mrc, rate, recommendation)
     report.knee = knee(curve, mrc, run.counted_tokens, params.knee_gain)
+    if report.knee is not None:  # its host RAM, as the recommendation's: per rank * tp
+        rank_per_token = recommendation.per_rank_kv_bytes_per_token
+        rank_ram = per_rank_ram(report.knee["capacity_slots"], stream.block_tokens,
+                                rank_per_token, params.headroom)  # fmt: skip
+        report.knee["ram_bytes"] = rank_ram * params.tp
     report.curve_steps = curve_steps(curve.total, run.counted_tokens)
     _add_tiers(report, run, lifetime_us, rate, distances, curve)
     advance()

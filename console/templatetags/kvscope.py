@@ -14,7 +14,7 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from console.format import bytes_text, gib_text, percent_text, times_text, window_name
+from console.format import bytes_text, gib_text, money_text, percent_text, times_text, window_name
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
 from console.uploads.fleet_words import router_name, same_requests_note, use_ordinal
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
@@ -58,6 +58,12 @@ def _one_number(
 @_one_number()
 def gib(number: float, digits: int = 2) -> str:
     return gib_text(number, digits)
+
+
+@register.filter
+@_one_number()
+def money(number: float) -> str:
+    return money_text(number)
 
 
 @register.filter

@@ -28,6 +28,7 @@ from console.uploads.fleet_view import fleet_page
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
 from console.uploads.page_forms import OffloadForm, ReplayForm
+from console.uploads.planner_views import planner_page
 from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
@@ -256,6 +257,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "offload_form": offload_form,
             "offload": offload,
             "carried": prompt_facts(report, analysis.upload.log_format) if report else None,
+            **planner_page(report, request.GET),
             "tools_why": TOOLS_POSITION_WHY,
         },
     )

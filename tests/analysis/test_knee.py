@@ -27,6 +27,9 @@ def test_past_the_knee_doubling_buys_less_than_the_gain():
     assert (knee["capacity_slots"], knee["hit_ratio"]) == (3, 20 / 32)
     slot_bytes = 4 * AnalysisParams().profile.kv_bytes_per_token()
     assert knee["capacity_bytes"] == 3 * slot_bytes
+    # its host RAM as the recommendation's: the slots' bytes with the 10 % headroom,
+    # rounded up to a whole byte (1,730,150.4)
+    assert knee["ram_bytes"] == -(-3 * slot_bytes * 11 // 10) == 1_730_151
 
 
 def test_a_larger_gain_moves_the_knee_down():
