@@ -119,12 +119,7 @@ def analyze(
     advance()
 
     report = _report(run, windows, mrc, rate, recommendation)
-    report.knee = knee(curve, mrc, run.counted_tokens, params.knee_gain)
-    if report.knee is not None:  # its host RAM, as the recommendation's: per rank * tp
-        rank_per_token = recommendation.per_rank_kv_bytes_per_token
-        rank_ram = per_rank_ram(report.knee["capacity_slots"], stream.block_tokens,
-                                rank_per_token, params.headroom)  # fmt: skip
-        report.knee["ram_bytes"] = rank_ram * params.tp
+    report.knee = _knee(run, curve, mrc, recommendation)
     report.curve_steps = curve_steps(curve.total, run.counted_tokens)
     _add_tiers(report, run, lifetime_us, rate, distances, curve)
     advance()
@@ -148,6 +143,16 @@ def analyze(
             stream, occ, kinds, misplaced_by_window[largest], params.top_n
         )
     return report
+
+
+def _knee(run: _Run, curve: HitCurve, mrc: list[dict], rec: Recommendation) -> dict | None:
+    """The knee with its host RAM, as the recommendation's: per rank with headroom, * tp."""
+    found = knee(curve, mrc, run.counted_tokens, run.params.knee_gain)
+    if found is not None:
+        rank_ram = per_rank_ram(found["capacity_slots"], run.stream.block_tokens,
+                                rec.per_rank_kv_bytes_per_token, run.params.headroom)  # fmt: skip
+        found["ram_bytes"] = rank_ram * run.params.tp
+    return found
 
 
 def _add_tiers(

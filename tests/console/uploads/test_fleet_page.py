@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 
 from console.models import Analysis, Upload
+from console.templatetags.kvscope import gib
 from console.uploads.services import upload_create
 from tests.console.factories import PASSWORD, default_analysis, opened_analysis_form
 from tests.console.waiting import finished, wait_for
@@ -238,11 +239,16 @@ def test_sessions_on_a_log_without_them_deal_as_round_robin(client, analyst, fou
     assert load_uids == [f"load-{key}-round_robin"
                          for key in ("requests", "prompt_tokens", "prefill_tokens")]  # fmt: skip
 
-    # the headline cards are one cache's (75 % ceiling, two slots), said so next to them
-    assert page.count("<small data-one-cache>one cache</small>") == 3
-    assert ("These figures are one cache's: one cache fed all of the traffic. The fleet's 2 "
-            "replicas each need their own size: see the fleet's figures per replica."
-            ) in re.sub(r"<[^>]+>", "", text)  # fmt: skip
+    # the first screen is per replica, for the router a policy takes by default (round
+    # robin: session deals alike); the knee and the traffic's ratios are one cache's
+    per_replica = analysis.report["fleet"]["routers"][0]["recommendation"]
+    first = re.search(r'data-metric="ram_bytes">([^<]*)<', page).group(1)
+    assert first == gib(per_replica["ram_bytes"])
+    assert "Sized for each of 2 replicas with round robin" in text
+    assert page.count("<small data-one-cache>one cache</small>") == 2
+    assert ("The traffic's hit ratios are one cache's: one cache fed all of the traffic. The "
+            "sizes above are per replica, for each of the fleet's 2 replicas: see the fleet's "
+            "figures per replica for every router.") in re.sub(r"<[^>]+>", "", text)  # fmt: skip
     assert '<a href="#fleet">the fleet' in page
     # and in the upload's list of analyses: a link to the fleet's figures per replica
     listing = client.get(reverse("upload_detail", args=[four_requests.pk])).content.decode()
