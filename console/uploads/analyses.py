@@ -67,7 +67,7 @@ def analysis_reuse_or_create(
     too: they all share one analysis instead of queueing duplicates."""
     with transaction.atomic():
         # one asker at a time per upload: two concurrent saves find each other's analysis
-        Upload.objects.select_for_update().filter(pk=upload.pk).exists()
+        Upload.objects.select_for_update().filter(pk=upload.pk).values_list("pk").first()
         same = upload.analyses.filter(block_tokens=block_tokens).only("pk", "params", "status")
         # (compared in Python: JSON equality in SQL differs by database and key order)
         existing = next((a for a in same if a.params == params), None)

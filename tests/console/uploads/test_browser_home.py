@@ -39,6 +39,7 @@ def test_the_bundled_sample_lands_on_the_recommendation(browser_page, analyst, s
     row = page.locator(f"tr[data-analysis='{analysis.pk}']")
     expect(row.locator("[data-metric=ram_bytes]")).to_have_text(f"{ram / 2**30:,.2f} GiB")
     expect(row.locator("[data-fleet]")).to_have_text("one cache")
+    page.screenshot(path="/tmp/kvscope-home.png", full_page=True)
     session.assert_clean()
 
 
