@@ -6,6 +6,10 @@ the CSVs call them directly."""
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.utils import timezone
+
 # The console's name for a window or a lifetime in words (300 -> "5 min", 3600 -> "1 h").
 # Defined in the engine, which labels the comparison's rows with it; pages, charts and
 # comparisons all name windows through this one import, so they agree.
@@ -67,6 +71,27 @@ def times_text(ratio: float) -> str:
     return f"{ratio:.2f}×"
 
 
+# The one way a moment is written for people, on every page and in every CSV: minutes (or
+# seconds, where the order of close events matters) and the zone's abbreviation, so a
+# reader in another zone never has to guess.
+MOMENT_FORMAT = "%Y-%m-%d %H:%M %Z"
+MOMENT_FORMAT_SECONDS = "%Y-%m-%d %H:%M:%S %Z"
+
+
+def moment_text(moment: dt.datetime | dt.date, seconds: bool = False) -> str:
+    """A moment in the configured time zone (settings.TIME_ZONE) with its abbreviation:
+    "2026-12-01 14:03 UTC" ("2026-12-01 14:03:07 UTC" with seconds). A calendar day (a
+    date, such as the day raw files are kept until) has no zone: "2026-12-01"."""
+    if not isinstance(moment, dt.datetime):
+        return moment.isoformat()
+    zone = timezone.get_default_timezone()
+    if timezone.is_naive(moment):  # (stored by USE_TZ=False code: read as the zone's own)
+        moment = timezone.make_aware(moment, zone)
+    return timezone.localtime(moment, zone).strftime(
+        MOMENT_FORMAT_SECONDS if seconds else MOMENT_FORMAT
+    )
+
+
 __all__ = [
     "BYTE_UNITS",
     "GIB",
@@ -74,6 +99,7 @@ __all__ = [
     "gib",
     "gib_number",
     "gib_text",
+    "moment_text",
     "money_text",
     "percent",
     "percent_text",

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from console.uploads.fleet_words import router_name
+from console.uploads.fleet_words import fleet_label
 
 
 class JobStatus(models.TextChoices):
@@ -164,10 +164,8 @@ class Analysis(Job):
             parts.append(f"lifetime {p['lifetime']:g}s")
         if p.get("tp", 1) != 1:
             parts.append(f"TP{p['tp']}")
-        if p.get("replicas"):  # a fleet (metrics.md section 8)
-            parts.append(f"{p['replicas']} replica{'s' * (p['replicas'] != 1)}")
-        if p.get("routers"):
-            parts.append(" / ".join(router_name(r) for r in p["routers"]))
+        if fleet := fleet_label(p):  # a fleet (metrics.md section 8)
+            parts.append(fleet)
         if p.get("gpu_cache_gib"):
             parts.append(f"GPU cache {p['gpu_cache_gib']:g} GiB")
         if (p.get("store_threshold") or 1) != 1:

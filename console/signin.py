@@ -12,6 +12,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.db import models
 from django.utils import timezone
 
+from console.format import moment_text
+
 
 class SignInFailure(models.Model):
     username = models.CharField(max_length=150, db_index=True)
@@ -22,7 +24,7 @@ class SignInFailure(models.Model):
         app_label = "console"
 
     def __str__(self) -> str:
-        return f"{self.username} from {self.address} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.username} from {self.address} at {moment_text(self.at, seconds=True)}"
 
 
 def client_address(request) -> str:

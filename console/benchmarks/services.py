@@ -14,6 +14,7 @@ from analysis.benchmarks.files import parse_result
 from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_json
 from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
 from console.benchmarks.models import BenchRun
+from console.format import moment_text
 
 VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
 MAX_RESULT_BYTES = 64 << 20
@@ -155,6 +156,6 @@ def runs_table(model_name: str) -> list[dict]:
             "warm": run.warm, "completed": result.completed, "failed": result.failed,
             **latencies, **result.throughputs, "duration_s": result.duration_s,
             "host_ram_growth_gib": result.ram_growth_gib, **run.versions,
-            "numa_binding": run.numa_binding, "uploaded_at": run.created_at.isoformat(),
+            "numa_binding": run.numa_binding, "uploaded_at": moment_text(run.created_at),
         })  # fmt: skip
     return rows

@@ -18,6 +18,7 @@ from console.policies.body import (
     SCOPES,
     empty_body,
 )
+from console.policies.reruns import RerunFor, rerun_text, rerun_versions
 from console.policies.serving import route_profile, sizing
 
 SCOPE_HELP = {
@@ -161,6 +162,14 @@ class PolicyCreateForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="e.g. “chat routes, EU tenants”")
 
 
+def _analysis_choice(analysis: Analysis, reruns: dict[int, list[RerunFor]]) -> str:
+    """An analysis as the evidence chooser lists it, a policy's re-run said as such."""
+    label = f"#{analysis.pk} {analysis.upload} · {analysis.summary}"
+    if analysis.pk in reruns:
+        label += f" · policy re-run: {rerun_text(reruns[analysis.pk])}"
+    return label
+
+
 class PolicyForm(forms.Form):
     analysis = forms.ModelChoiceField(
         queryset=Analysis.objects.none(),
@@ -243,10 +252,10 @@ class PolicyForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["analysis"].queryset = Analysis.objects.filter(
-            status=JobStatus.DONE
-        ).select_related("upload")
-        self.fields["analysis"].label_from_instance = lambda a: f"#{a.pk} {a.upload} · {a.summary}"
+        done = Analysis.objects.filter(status=JobStatus.DONE)
+        self.fields["analysis"].queryset = done.select_related("upload")
+        reruns = rerun_versions(done.values("pk"))
+        self.fields["analysis"].label_from_instance = lambda a: _analysis_choice(a, reruns)
         self.fields["bench_runs"].queryset = BenchRun.objects.defer("raw", "topology")
         self.fields["bench_runs"].label_from_instance = lambda r: f"{r} ({r.name})"
         for event, label in END_OF_LIFE_EVENTS.items():

@@ -31,7 +31,7 @@ from console.policies.models import (
 from console.policies.sources import analysis_evidence, body_from_analysis, run_evidence
 from console.roles import can_analyze, can_approve
 from console.signin import record_failure, throttled
-from console.uploads.analyses import analysis_create
+from console.uploads.analyses import analysis_reuse_or_create
 
 # states whose body was signed: fixed, and read only through signed_body()
 SIGNED = (VersionState.APPROVED, VersionState.SUPERSEDED, VersionState.RETIRED)
@@ -171,7 +171,8 @@ def rerun_params(params: dict, body: dict) -> dict:
 
 
 def _rerun_constrained(version: PolicyVersion, user) -> None:
-    """Queue the linked analysis again with the policy's own lifetime and scope."""
+    """Queue the linked analysis again with the policy's own lifetime and scope (or reuse
+    the analysis that ran with them already: another version's re-run, or one by hand)."""
     analysis, body = version.analysis, version.body
     if analysis is None or not body.get("lifetime_s"):
         return
@@ -180,7 +181,7 @@ def _rerun_constrained(version: PolicyVersion, user) -> None:
     if current is not None and current.params == params:
         return
     try:
-        rerun = analysis_create(
+        rerun = analysis_reuse_or_create(
             upload=analysis.upload, block_tokens=analysis.block_tokens, params=params, user=user
         )
     except ValueError:  # e.g. a lifetime the engine refuses: no cost shown, nothing broken

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from console.format import moment_text
 from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.audit import verify_cached
@@ -358,7 +359,7 @@ def export_text(version: PolicyVersion, name: str, route: str | None = None) -> 
         "name": version.policy.name,
         "version": version.number,
         "digest": version.digest,
-        "approved_at": signoff.at.isoformat(timespec="seconds"),
+        "approved_at": moment_text(signoff.at, seconds=True),  # in the header comment
         "approved_by": signoff.approver_name,
         "lifetime_s": body["lifetime_s"],
         "scope": body["scope"],

@@ -1,4 +1,4 @@
-"""Display filters: human units (GiB, %, thousands separators), in the formats of
+"""Display filters: human units (GiB, %, thousands separators) and dates, in the formats of
 console.format, and `fields`, a form's fields by name (a fieldset's). Formatting only.
 
 A stored report may hold values no page should meet (1e308 GiB entered before the form had
@@ -14,9 +14,17 @@ from functools import wraps
 from django import template
 from django.templatetags.static import static
 
-from console.format import bytes_text, gib_text, money_text, percent_text, times_text, window_name
+from console.format import (
+    bytes_text,
+    gib_text,
+    moment_text,
+    money_text,
+    percent_text,
+    times_text,
+    window_name,
+)
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
-from console.uploads.fleet_words import router_name, same_requests_note, use_ordinal
+from console.uploads.fleet_words import fleet_label, router_name, same_requests_note, use_ordinal
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
 register = template.Library()
@@ -112,6 +120,13 @@ def times(number: float) -> str:
 def router(name: str) -> str:
     """A fleet's router in words (round_robin -> round robin)."""
     return router_name(str(name))
+
+
+@register.filter
+def fleet(params: dict) -> str:
+    """An analysis's fleet from its parameters ("4 replicas · round robin / session"), or
+    "one cache" when none was asked."""
+    return fleet_label(params or {}) or "one cache"
 
 
 @register.filter
@@ -230,6 +245,16 @@ def duration(number: float) -> str:
     if number < 3600:
         return f"{int(number // 60)} min {int(number % 60)} s"
     return f"{int(number // 3600)} h {int(number % 3600 // 60):02d} min"
+
+
+@register.filter
+def when(moment, precision: str = "minutes") -> str:
+    """Every date a page shows, in one format with the time zone (console.format.moment_text):
+    {{ upload.created_at|when }} -> 2026-12-01 14:03 UTC; |when:"seconds" where close events
+    are told apart by it (the audit trail, a stalled job's last beat). "—" for none."""
+    if moment in (None, ""):
+        return "—"
+    return moment_text(moment, seconds=precision == "seconds")
 
 
 @register.simple_tag

@@ -1,11 +1,13 @@
 """Analyses of an upload's stored block streams: the automatic first one's parameters and
-block size, a new analysis queued and run, a failed one retried, their figures."""
+block size, a new analysis queued and run (or an identical one reused), a failed one
+retried, their figures."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
+from django.db import transaction
 from django.utils import timezone
 
 from analysis import BlockStream, Progress, analyze
@@ -54,6 +56,28 @@ def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=Non
     )
     dispatch(Analysis, analysis.pk)
     return analysis
+
+
+def analysis_reuse_or_create(
+    *, upload: Upload, block_tokens: int, params: dict, user=None
+) -> Analysis:
+    """The analysis of these parameters on this stream: the newest one run with exactly
+    them already (queued again if it failed), else a new one. A policy's re-run asks
+    for the same parameters every time its version is saved, and each new version of it
+    too: they all share one analysis instead of queueing duplicates."""
+    with transaction.atomic():
+        # one asker at a time per upload: two concurrent saves find each other's analysis
+        Upload.objects.select_for_update().filter(pk=upload.pk).values_list("pk").first()
+        same = upload.analyses.filter(block_tokens=block_tokens).only("pk", "params", "status")
+        # (compared in Python: JSON equality in SQL differs by database and key order)
+        existing = next((a for a in same if a.params == params), None)
+        if existing is None:
+            return analysis_create(
+                upload=upload, block_tokens=block_tokens, params=params, user=user
+            )
+    if existing.status == JobStatus.FAILED:
+        analysis_retry(analysis=existing)
+    return Analysis.objects.get(pk=existing.pk)
 
 
 def analysis_retry(*, analysis: Analysis) -> Analysis:

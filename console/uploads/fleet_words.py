@@ -41,6 +41,17 @@ def use_ordinal(k: int) -> str:
     return ORDINALS.get(k, f"{k}-th")
 
 
+def fleet_label(params: dict) -> str:
+    """An analysis's fleet in words, from its stored parameters: "4 replicas · round robin /
+    prefix-aware"; "" for one cache fed all of the traffic (no fleet asked)."""
+    parts = []
+    if replicas := params.get("replicas"):
+        parts.append(f"{replicas} replica{'s' * (replicas != 1)}")
+    if routers := params.get("routers"):
+        parts.append(" / ".join(router_name(r) for r in routers))
+    return " · ".join(parts)
+
+
 def same_requests_note(entry: dict) -> str | None:
     """What a router that deals exactly as an earlier one (the report's
     same_partition_as) says of itself; None for one that deals its own way. Sessions
@@ -59,6 +70,7 @@ __all__ = [
     "ROUTER_NAMES",
     "ROUTER_PHRASES",
     "ROUTER_WHAT",
+    "fleet_label",
     "router_name",
     "router_phrase",
     "same_requests_note",

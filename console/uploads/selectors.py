@@ -5,6 +5,7 @@ from (console.caching), so no page view repeats engine work."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTransform
 
 from analysis import BlockStream
 from analysis.replay import ReplayOptions, ReplaySummary
@@ -12,9 +13,11 @@ from analysis.replay import summary as replay_summary
 from analysis.stream import stream_meta
 from console.caching import computed_once
 from console.models import Analysis, JobStatus, Upload
+from console.policies.reruns import label_reruns
 from console.uploads.charts import CHARTS_VERSION, compare_figure
 
 HOME_UPLOADS = 100  # the newest ones, on the home page
+HOME_ANALYSES = 20  # the newest analyses, above them
 MAX_COMPARED = 4
 
 
@@ -28,21 +31,44 @@ def home_uploads() -> QuerySet[Upload]:
     return Upload.objects.select_related("created_by")[:HOME_UPLOADS]
 
 
+def recent_analyses() -> list[Analysis]:
+    """The newest analyses of every upload, for the home page: with their recommendation
+    (`recommendation`, the report's few headline numbers, read out of the report in the
+    database: the report itself, curves and all, is never loaded) and, for a policy's
+    re-run, its versions (console.policies.reruns)."""
+    rows = (
+        Analysis.objects.select_related("upload")
+        .defer("report", "figures", "upload__errors", "upload__notes", "upload__streams")
+        .annotate(recommendation=KeyTransform("recommendation", "report"))
+    )
+    return label_reruns(list(rows[:HOME_ANALYSES]))
+
+
+def landing_analysis(upload: Upload) -> int | None:
+    """The id of the analysis a finished ingest lands on: its automatic first analysis
+    (written with the done state, console.uploads.outcome); None before the ingest is
+    done, or when it failed."""
+    if upload.status not in (JobStatus.DONE, JobStatus.PARTIAL):
+        return None
+    return upload.analyses.order_by("created_at", "pk").values_list("pk", flat=True).first()
+
+
 def upload_analyses(upload: Upload) -> list[Analysis]:
-    """An upload's analyses, newest first."""
-    return list(upload.analyses.select_related("created_by"))
+    """An upload's analyses, newest first, a policy's re-runs said as such."""
+    return label_reruns(list(upload.analyses.select_related("created_by")))
 
 
-def sibling_analyses(analysis: Analysis) -> QuerySet[Analysis]:
+def sibling_analyses(analysis: Analysis) -> list[Analysis]:
     """The other finished analyses of the same upload (the page offers to compare them)."""
-    return analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=analysis.pk)
+    done = analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=analysis.pk)
+    return label_reruns(list(done.defer("report", "figures")))
 
 
 def compared_analyses(ids: list[int]) -> list[Analysis]:
     """The finished analyses of `ids` (the first MAX_COMPARED), in the order asked."""
     ids = ids[:MAX_COMPARED]
     done = Analysis.objects.select_related("upload").filter(pk__in=ids, status=JobStatus.DONE)
-    return sorted(done, key=lambda a: ids.index(a.pk))
+    return label_reruns(sorted(done, key=lambda a: ids.index(a.pk)))
 
 
 def comparison_figure(analyses: list[Analysis]) -> dict:

@@ -37,7 +37,9 @@ from console.web import attachment, download, is_id
 
 @reader_required
 def home(request: HttpRequest) -> HttpResponse:
-    context = {"uploads": selectors.home_uploads(), "can_analyze": can_analyze(request.user)}
+    """Recent analyses with their headline numbers, newest first, then the uploads."""
+    context = {"analyses": selectors.recent_analyses(), "uploads": selectors.home_uploads(),
+               "can_analyze": can_analyze(request.user)}  # fmt: skip
     return render(request, "uploads/home.html", context)
 
 
@@ -100,22 +102,31 @@ SAMPLE_LOG = settings.BASE_DIR / "sample" / "chat-sample.jsonl.gz"
 @require_POST
 @analyst_required
 def upload_sample(request: HttpRequest) -> HttpResponse:
-    """One click to a recommendation: ingest the bundled generated sample log."""
+    """One click to a recommendation: ingest the bundled generated sample log, and land on
+    its analysis's recommendation: at once if the ingest ran in the request, else when the
+    upload's page sees it finish (progress.js carries the #recommendation over)."""
     upload = upload_create(
         name="Sample: 2,000 generated chat requests",
         sources=[SAMPLE_LOG],
         user=request.user,
         block_sizes=[256],
     )
-    return redirect("upload_detail", pk=upload.pk)
+    upload.refresh_from_db()
+    landing = selectors.landing_analysis(upload)
+    if landing:
+        return redirect(reverse("analysis_detail", args=[landing]) + "#recommendation")
+    return redirect(reverse("upload_detail", args=[upload.pk]) + "#recommendation")
 
 
 @reader_required
 def upload_status(request: HttpRequest, pk: int) -> JsonResponse:
+    """The ingest's progress; once it is done, `analysis_url`: where the page goes then."""
     upload = get_object_or_404(Upload, pk=pk)
-    return JsonResponse(
-        _job_json(upload, requests=upload.requests_done, skipped=upload.skipped_so_far)
-    )
+    landing = selectors.landing_analysis(upload)
+    return JsonResponse(_job_json(
+        upload, requests=upload.requests_done, skipped=upload.skipped_so_far,
+        analysis_url=reverse("analysis_detail", args=[landing]) if landing else None,
+    ))  # fmt: skip
 
 
 @reader_required

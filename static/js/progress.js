@@ -1,5 +1,7 @@
 // Live progress of a background job: polls the status URL, updates the bar, the rate and
 // the time left, and reloads the page when the job is finished. No full reloads before.
+// A finished ingest goes to its first analysis instead (the status's analysis_url), with
+// the page's #fragment carried over: the bundled sample lands on #recommendation.
 (function () {
   "use strict";
   const panel = document.querySelector("[data-progress]");
@@ -62,7 +64,8 @@
     // stalled: the worker stopped beating; the page then says so and offers Retry
     if (data.finished || data.stalled) {
       panel.dataset.finished = data.status;
-      window.location.reload();
+      if (data.analysis_url) window.location.assign(data.analysis_url + window.location.hash);
+      else window.location.reload();
       return;
     }
     setTimeout(poll, delay);

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import OperationalError, models
 from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.console.factories import PASSWORD
 
@@ -179,3 +182,29 @@ def wait_for_charts(page: Page) -> list[dict]:
             f"{chart['id']} overflows its card"
         )
     return facts
+
+
+def update_row(model: type[models.Model], pk: int, **fields) -> None:
+    """Write to a row the live server polls (in-memory SQLite: retry a locked table)."""
+    for _ in range(50):
+        try:
+            model.objects.filter(pk=pk).update(**fields)
+            return
+        except OperationalError:
+            time.sleep(0.1)
+    raise AssertionError(f"the {model.__name__} row stayed locked")
+
+
+def upload_page_after_ingest(page: Page, upload_pk: int, timeout_ms: float) -> None:
+    """The upload's page once its ingest is over. Run in the request, it is over when the
+    page first shows; on a real worker the progress panel polls until the ingest is done
+    and then lands on its first analysis (progress.js), from where the upload's page is
+    opened again (a failed ingest reloads the upload's page instead)."""
+    try:
+        polling = page.locator("[data-progress]").count() > 0
+    except PlaywrightError:  # navigating already: only the progress panel does that
+        polling = True
+    if polling:  # (gone once the page has landed, or reloaded)
+        expect(page.locator("[data-progress]")).to_have_count(0, timeout=timeout_ms)
+    if not re.search(rf"/uploads/{upload_pk}/(#.*)?$", page.url):
+        page.goto(f"/uploads/{upload_pk}/")

@@ -27,7 +27,11 @@ from console.staticfinders import STATIC_PATH
 from console.templatetags.kvscope import bytes_h
 from console.uploads import charts
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import BrowserSession, wait_for_charts
+from tests.console.browser_fixtures import (
+    BrowserSession,
+    upload_page_after_ingest,
+    wait_for_charts,
+)
 from tests.console.factories import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,7 +118,9 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     expect(page).to_have_url(re.compile(r"/uploads/\d+/$"))
     upload_pk = int(re.search(r"/uploads/(\d+)/$", page.url).group(1))
     expect(page.get_by_role("heading", name="browser day")).to_be_visible()
-    _wait_until_done(page, "[data-upload-status]", session, f"/uploads/{upload_pk}/status.json")
+    # a real worker's ingest: the page polls, then lands on the first analysis (and back)
+    upload_page_after_ingest(page, upload_pk, JOB_TIMEOUT_MS)
+    expect(page.locator("[data-upload-status]")).to_have_text("Done")
     upload = Upload.objects.get(pk=upload_pk)
     assert upload.requests == 150 and upload.skipped_lines == 0
     assert upload.raw_names == [gz_log.name]

@@ -6,12 +6,14 @@ chart, without an error in the page."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
 from console.models import Analysis, Upload
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import sign_in, wait_for_charts
+from tests.console.browser_fixtures import sign_in, upload_page_after_ingest, wait_for_charts
 from tests.console.uploads import agent_log
 from tests.console.uploads.agent_log import pct
 
@@ -65,8 +67,11 @@ def test_the_analysis_of_an_agent_log_shows_what_its_prompts_carry(
     expect(auto).to_be_checked()
     page.screenshot(path="/tmp/kvscope-upload-prompt-options.png", full_page=True)
     page.get_by_role("button", name="Upload and analyze").click()
-    expect(page.locator("[data-upload-status]")).to_have_text("Done", timeout=JOB_TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"/uploads/\d+/$"))
     upload = Upload.objects.get()
+    upload_page_after_ingest(page, upload.pk, JOB_TIMEOUT_MS)
+    expect(page.locator("[data-upload-status]")).to_have_text("Done")
+    upload.refresh_from_db()
     assert (upload.format, upload.tools_position, upload.block_sizes) == ("chat", "auto", [16])
 
     page.goto(f"/analyses/{Analysis.objects.get(upload=upload).pk}/")

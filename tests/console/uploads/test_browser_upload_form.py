@@ -6,16 +6,14 @@ upload's details box follows its progress."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
-from django.db import OperationalError
 from playwright.sync_api import expect
 
 from console.models import Upload
 from console.uploads.forms import BLOCK_SIZES_HELP
 from tests.console import browser_fixtures
-from tests.console.browser_fixtures import sign_in
+from tests.console.browser_fixtures import sign_in, update_row, upload_page_after_ingest
 from tests.console.factories import FIT_512
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,23 +77,13 @@ def test_the_form_explains_the_default_and_retry_changes_the_block_size(
     page.keyboard.press("Space")
     retry.get_by_role("button", name="Retry the ingest").click()
 
-    expect(page.locator("[data-upload-status]")).to_have_text("Done", timeout=JOB_TIMEOUT_MS)
+    upload_page_after_ingest(page, Upload.objects.get().pk, JOB_TIMEOUT_MS)
+    expect(page.locator("[data-upload-status]")).to_have_text("Done")
     facts = _facts(page)
     assert (facts["Requests"], facts["Lines skipped"], facts["Block sizes"]) == (
         f"{lines:,}", "0", "512")  # fmt: skip
     assert Upload.objects.get().block_sizes == [512]
     session.assert_clean()
-
-
-def _update(pk: int, **fields) -> None:
-    """Write to the row the live server polls (in-memory SQLite: retry a locked table)."""
-    for _ in range(50):
-        try:
-            Upload.objects.filter(pk=pk).update(**fields)
-            return
-        except OperationalError:
-            time.sleep(0.1)
-    raise AssertionError("the upload row stayed locked")
 
 
 def test_the_details_box_follows_a_running_ingest(browser_page, analyst):
@@ -105,7 +93,7 @@ def test_the_details_box_follows_a_running_ingest(browser_page, analyst):
     sign_in(page, analyst.username)
     page.goto(f"/uploads/{upload.pk}/")
     expect(page.locator("dd[data-live-requests]")).to_have_text("5")
-    _update(upload.pk, requests_done=16_000, skipped_so_far=12, progress_done=4_000)
+    update_row(Upload, upload.pk, requests_done=16_000, skipped_so_far=12, progress_done=4_000)
     # the progress panel and the details box show the same numbers, as they change
     expect(page.locator("dd[data-live-requests]")).to_have_text("16,000")
     expect(page.locator("dd[data-requests]")).to_have_text("16,000")
