@@ -165,6 +165,13 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     assert second.report["scope"] == "tenant"
     expect(page.locator("h1 small")).to_contain_text("tenant · B=64")
     expect(page.locator("p.small", has_text="scope tenant")).to_be_visible()
+    # a term says what it means on hover and links to its definition
+    slot = page.locator("p.small a.term", has_text="slot")
+    expect(slot).to_have_attribute("title", re.compile(r"^A block slot holds B tokens; its size"))
+    slot.click()
+    expect(page).to_have_url(re.compile(r"/glossary/#slot$"))
+    expect(page.locator("#slot")).to_contain_text("whatever the number of tokens actually in it")
+    page.go_back()
     wait_for_charts(page)
     expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
         f"{second.report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
