@@ -33,6 +33,8 @@ RUN pip install . \
 
 COPY templates/ templates/
 COPY static/ static/
+# the glossary page reads the definitions from the console's copy of metrics.md
+COPY docs/metrics.md docs/
 COPY manage.py ./
 # the bundled sample log behind the "Analyze the bundled sample" button
 COPY sample/ sample/

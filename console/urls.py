@@ -4,6 +4,7 @@ from django.urls import path
 
 from console import health
 from console.benchmarks import views as benchmark_views
+from console.glossary_page import glossary_view
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 from console.uploads import planner_views
@@ -34,6 +35,7 @@ urlpatterns = [
         name="analysis_download",
     ),
     path("compare/", upload_views.compare, name="compare"),
+    path("glossary/", glossary_view, name="glossary"),
     path("evidence/", benchmark_views.benchmark_list, name="evidence_list"),
     path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),
     path("evidence/compare/", benchmark_views.benchmark_compare, name="evidence_compare"),

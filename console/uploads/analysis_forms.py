@@ -14,6 +14,7 @@ from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileErro
 from analysis.profiles import profile_from_config as parse_model_config
 from analysis.reuse import SCOPES
 from console.format import gib
+from console.percent_fields import PercentField, percentage, share
 from console.uploads.fleet_words import ROUTER_NAMES, ROUTER_WHAT
 
 # one field per host reserve of analysis.params.HOST_RESERVES
@@ -88,20 +89,31 @@ class AnalysisForm(forms.Form):
         label="Block lifetime (s)",
         help_text="Leave empty for no lifetime.",
     )
-    warmup = forms.FloatField(
+    # shares entered as percentages (console.percent_fields): params() gives the engine shares
+    warmup = PercentField(
         required=False,
-        initial=DEFAULTS.warmup,
+        initial=percentage(DEFAULTS.warmup),
         min_value=0,
-        max_value=0.99,
-        label="Warm-up (share of requests)",
+        max_value=99,
+        label="Warm-up (% of requests)",
         help_text="The first requests fill the cache but count in no hit ratio; "
-        "0.5 gives the steady state kvcache-simulator reports.",
+        "50 gives the steady state kvcache-simulator reports.",
+        message="Give the warm-up as a percentage of the requests from 0 to 99, e.g. 50.",
     )
-    target = forms.FloatField(
-        initial=DEFAULTS.target, min_value=0.01, max_value=1, label="Target share of the ceiling"
+    target = PercentField(
+        initial=percentage(DEFAULTS.target),
+        min_value=1,
+        max_value=100,
+        label="Target share of the ceiling (%)",
+        message="Give the target as a percentage of the ceiling from 1 to 100, e.g. 90.",
     )
-    headroom = forms.FloatField(
-        initial=DEFAULTS.headroom, min_value=0, max_value=5, label="Headroom"
+    headroom = PercentField(
+        initial=percentage(DEFAULTS.headroom),
+        min_value=0,
+        max_value=500,
+        label="Headroom (%)",
+        help_text="Added to the capacity for metadata and fragmentation.",
+        message="Give the headroom as a percentage from 0 to 500, e.g. 10.",
     )
     tp = forms.IntegerField(
         initial=DEFAULTS.tp, min_value=1, max_value=64, label="Tensor-parallel ranks"
@@ -225,7 +237,7 @@ class AnalysisForm(forms.Form):
     def clean_warmup(self) -> float:
         """Empty is no warm-up (a form posted before the field existed has none)."""
         value = self.cleaned_data.get("warmup")
-        return DEFAULTS.warmup if value is None else value
+        return percentage(DEFAULTS.warmup) if value is None else value
 
     def clean_windows(self):
         return _windows(self.cleaned_data["windows"])
@@ -300,9 +312,17 @@ class AnalysisForm(forms.Form):
         """The cleaned values as JSON-ready parameters (console.engine reads them)."""
         data = dict(self.cleaned_data)
         data.pop("block_tokens")
+        for name in PERCENT_FIELDS:
+            data[name] = share(data[name])
         if data.get("model_config"):
             data["model"] = "config.json"  # the label lists and comparisons show
         return data
+
+
+# the fields entered as percentages, whose stored parameters are shares
+PERCENT_FIELDS = tuple(
+    n for n, f in AnalysisForm.base_fields.items() if isinstance(f, PercentField)
+)
 
 
 def analysis_initial(params: dict, block_tokens: int) -> dict:
@@ -310,4 +330,7 @@ def analysis_initial(params: dict, block_tokens: int) -> dict:
     initial = {k: v for k, v in params.items() if k != "model_config"}
     initial["windows"] = " ".join(f"{w:g}" for w in params.get("windows", []))
     initial["block_tokens"] = block_tokens
+    for name in PERCENT_FIELDS:  # stored as shares, shown as percentages
+        if params.get(name) is not None:
+            initial[name] = percentage(params[name])
     return initial

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from analysis.offload import DEFAULT_PCIE, DEFAULT_PREFILL_TOKENS_PER_S, PCIE_GB_S
+from console.percent_fields import PercentField, share
 
 
 class OffloadForm(forms.Form):
@@ -25,8 +26,12 @@ class OffloadForm(forms.Form):
         max_value=1e9,
         label="Prefill throughput (tokens/s)",
     )
-    hit_ratio = forms.FloatField(
-        required=False, min_value=0, max_value=1, label="Hit ratio (blank: at the recommended size)"
+    hit_ratio = PercentField(
+        required=False,
+        min_value=0,
+        max_value=100,
+        label="Hit ratio (%; blank: at the recommended size)",
+        message="Give the hit ratio as a percentage from 0 to 100, e.g. 25.",
     )
 
     def estimate_args(self) -> dict:
@@ -37,7 +42,7 @@ class OffloadForm(forms.Form):
             "bandwidth_gb_s": data.get("bandwidth_gb_s") or PCIE_GB_S[pcie],
             "prefill_tokens_per_s": data.get("prefill_tokens_per_s")
             or DEFAULT_PREFILL_TOKENS_PER_S,
-            "hit_ratio": data.get("hit_ratio"),
+            "hit_ratio": None if data.get("hit_ratio") is None else share(data["hit_ratio"]),
         }
 
 

@@ -31,7 +31,7 @@ READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "anal
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
               "policy_signoff", "policy_export", "upload_replay",
               "upload_replay_download", "evidence_matrix", "evidence_compare",
-              "evidence_runs_csv", "evidence_run_raw"}  # fmt: skip
+              "evidence_runs_csv", "evidence_run_raw", "glossary"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
@@ -97,7 +97,7 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
     if name == "analysis_new":
         return reverse(name, args=[w["upload"].pk]), {
             "block_tokens": "256", "model": "llama-3.1-8b", "windows": "60, 600",
-            "scope": "user", "target": "0.9", "headroom": "0.1", "tp": "1",
+            "scope": "user", "target": "90", "headroom": "10", "tp": "1",
             "min_reuses": "2", "doc_min_tokens": "512", "weight_dtype": "bf16",
             "concurrent_sequences": "1", "context_tokens": "4096", "host_ram_gib": "64",
             "reserve_os_gib": "8"}  # fmt: skip

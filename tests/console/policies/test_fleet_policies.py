@@ -150,7 +150,8 @@ def test_the_router_is_picked_on_the_form(client, fleet_analysis, analyst):
     assert "data-fleet-evidence" in page
     # the analysis's own row is one cache's figures, beside the per-replica tier: said so
     assert "as analyzed) <small data-one-cache>one cache fed all of the traffic</small>" in page
-    assert '<th class="num">Recommended RAM, one cache</th>' in page
+    assert 'title="Recommended RAM: the smallest capacity' in page  # its term, explained
+    assert ">Recommended RAM</a>, one cache</th>" in page
 
 
 def _body(analysis: Analysis, size_gib: float, router: str | None = None) -> dict:

@@ -160,6 +160,10 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     page.locator("details.panel summary", has_text="Re-analyze with other parameters").click()
     page.locator("#id_block_tokens").select_option("64")
     page.locator("#id_scope").select_option("tenant")
+    # shares are shown and typed as percentages: the stored 0.9 and 0.1 open as 90 and 10
+    expect(page.locator("#id_target")).to_have_value("90")
+    expect(page.locator("#id_headroom")).to_have_value("10")
+    page.locator("#id_target").fill("80")
     page.get_by_role("button", name="Run analysis").click()
     expect(page).to_have_url(re.compile(r"/analyses/\d+/$"))
     second_pk = int(re.search(r"/analyses/(\d+)/$", page.url).group(1))
@@ -168,9 +172,17 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     second = Analysis.objects.get(pk=second_pk)
     assert second.status == "done", second.message
     assert (second.block_tokens, second.params["scope"]) == (64, "tenant")
+    assert (second.params["target"], second.params["headroom"]) == (0.8, 0.1)
     assert second.report["scope"] == "tenant"
     expect(page.locator("h1 small")).to_contain_text("tenant · B=64")
     expect(page.locator("p.small", has_text="scope tenant")).to_be_visible()
+    # a term says what it means on hover and links to its definition
+    slot = page.locator("p.small a.term", has_text="slot")
+    expect(slot).to_have_attribute("title", re.compile(r"^A block slot holds B tokens; its size"))
+    slot.click()
+    expect(page).to_have_url(re.compile(r"/glossary/#slot$"))
+    expect(page.locator("#slot")).to_contain_text("whatever the number of tokens actually in it")
+    page.go_back()
     wait_for_charts(page)
     expect(page.locator("[data-metric=ram_bytes]")).to_have_text(
         f"{second.report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"

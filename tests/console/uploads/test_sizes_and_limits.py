@@ -27,7 +27,7 @@ LLAMA_8B_PER_RANK_AT_16 = 32 * 1 * 128 * 2 * 2  # max(1, 8 // 16) = 1 KV head pe
 def _form(**overrides) -> dict:
     data = {
         "block_tokens": "256", "model": "llama-3.1-8b", "windows": "300 3600", "scope": "global",
-        "target": "0.9", "headroom": "0.1", "tp": "1", "min_reuses": "2",
+        "target": "90", "headroom": "10", "tp": "1", "min_reuses": "2",
         "doc_min_tokens": "512", "weight_dtype": "bf16", "concurrent_sequences": "32",
         "context_tokens": "8192",
     }  # fmt: skip
@@ -160,8 +160,8 @@ def _errors_at(response, field: str) -> str:
         ("windows", "300 1e300", "at most 1,000,000,000 s"),
         ("windows", "inf", "positive windows"),
         ("windows", "nan", "positive windows"),
-        ("target", "1e300", "less than or equal to 1"),
-        ("headroom", "1e300", "less than or equal to 5"),
+        ("target", "1e300", "a percentage of the ceiling from 1 to 100"),
+        ("headroom", "1e300", "a percentage from 0 to 500"),
         ("tp", str(10**30), "less than or equal to 64"),
         ("tp", "3", "cannot share 8 KV heads"),
     ],

@@ -122,8 +122,8 @@ def test_reanalysis_uses_the_stored_stream(client, done_upload):
             "windows": "60, 600",
             "scope": "tenant",
             "lifetime": "900",
-            "target": "0.8",
-            "headroom": "0.2",
+            "target": "80",
+            "headroom": "20",
             "tp": "4",
             "min_reuses": "2",
             "doc_min_tokens": "512",
@@ -141,6 +141,8 @@ def test_reanalysis_uses_the_stored_stream(client, done_upload):
     expected = analyze(stream, analysis_params(**analysis.params)).to_dict()
     assert analysis.report["recommendation"] == expected["recommendation"]
     assert analysis.report["recommendation"]["tp"] == 4
+    # entered as percentages (80, 20), stored and analysed as shares
+    assert (analysis.params["target"], analysis.params["headroom"]) == (0.8, 0.2)
     assert analysis.report["scope"] == "tenant"
     assert [w["window_s"] for w in analysis.report["windows"]] == [60.0, 600.0]
     # 80 layers * 8 KV heads * 128 * 2 (K, V) * 1 byte (FP8)
@@ -157,8 +159,8 @@ def test_bad_parameters_are_explained_on_the_form(client, done_upload):
             "model": "llama-3.1-8b",
             "windows": "five minutes",
             "scope": "global",
-            "target": "1.5",
-            "headroom": "0.1",
+            "target": "150",
+            "headroom": "10",
             "tp": "1",
             "min_reuses": "2",
             "doc_min_tokens": "512",
@@ -170,7 +172,7 @@ def test_bad_parameters_are_explained_on_the_form(client, done_upload):
     assert response.status_code == 400
     page = response.content.decode()
     assert "Windows are seconds" in page
-    assert "less than or equal to 1" in page
+    assert "Give the target as a percentage of the ceiling from 1 to 100, e.g. 90." in page
 
 
 def test_downloads_match_the_stored_report(client, done_upload):
@@ -290,7 +292,7 @@ def test_a_malformed_config_json_is_a_form_error(client, done_upload):
         response = client.post(
             reverse("analysis_new", args=[done_upload.pk]),
             {"block_tokens": "256", "model": "llama-3.1-8b", "windows": "300", "scope": "global",
-             "target": "0.9", "headroom": "0.1", "tp": "1", "min_reuses": "2",
+             "target": "90", "headroom": "10", "tp": "1", "min_reuses": "2",
              "doc_min_tokens": "512", "weight_dtype": "bf16", "concurrent_sequences": "1",
              "context_tokens": "1",
              "model_config": SimpleUploadedFile("config.json", content)},
@@ -340,7 +342,7 @@ def test_the_analysis_page_says_whether_offload_pays(client, done_upload):
     )
     assert f">{round(saved):,}<" in page  # prefill tokens saved per hour, as the engine says
     ask = {"pcie": "3", "bandwidth_gb_s": "0.5", "prefill_tokens_per_s": "40000",
-           "hit_ratio": "0.25"}  # fmt: skip
+           "hit_ratio": "25"}  # fmt: skip
     slow = client.get(url, ask).content.decode()
     break_even = report["kv_bytes_per_token"] * 40_000 / 1e9
     assert f"{break_even:.2f} GB/s: below it, recomputing is faster" in slow
@@ -395,7 +397,7 @@ def test_a_warm_up_is_chosen_on_the_form_and_said_on_the_page(client, done_uploa
     response = client.post(
         reverse("analysis_new", args=[done_upload.pk]),
         {"block_tokens": "256", "model": "llama-3.1-8b", "windows": "300", "scope": "global",
-         "warmup": "0.5", "target": "0.9", "headroom": "0.1", "tp": "1", "min_reuses": "2",
+         "warmup": "50", "target": "90", "headroom": "10", "tp": "1", "min_reuses": "2",
          "doc_min_tokens": "512", "weight_dtype": "bf16", "concurrent_sequences": "32",
          "context_tokens": "8192"},
     )  # fmt: skip
