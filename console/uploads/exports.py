@@ -100,17 +100,21 @@ def _window_columns(report: dict) -> list[str]:
 
 
 def segment_columns(report: dict, rows: list[dict]) -> list[str]:
-    """Stable header: key, kind, tokens, occurrences, reuses_<W>s (window order), first and
-    last seen, label, preview (when any row has one), then any other key by first sight."""
+    """Stable header: key, tenant (under tenant scope: a segment shared within two tenants
+    is two rows), kind, tokens, occurrences, reuses_<W>s (window order), first and last
+    seen, label, preview (when any row has one), then any other key by first sight."""
+    leading = list(SEGMENT_LEADING)
+    if report.get("scope") == "tenant":
+        leading.insert(1, "tenant")
     seen: list[str] = []
     for row in rows:
         seen.extend(k for k in row if k not in seen)
     reuses = _window_columns(report)
     reuses += [k for k in seen if k.startswith("reuses_") and k not in reuses]
     trailing = [k for k in SEGMENT_TRAILING if k != "preview" or "preview" in seen]
-    known = {*SEGMENT_LEADING, *reuses, *trailing}
+    known = {*leading, *reuses, *trailing}
     others = [k for k in seen if k not in known]
-    return [*SEGMENT_LEADING, *reuses, *trailing, *others]
+    return [*leading, *reuses, *trailing, *others]
 
 
 def segments_csv(report: dict) -> str:
