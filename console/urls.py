@@ -6,6 +6,7 @@ from console import health
 from console.benchmarks import views as benchmark_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
+from console.uploads import comparison
 from console.uploads import views as upload_views
 
 urlpatterns = [
@@ -31,7 +32,7 @@ urlpatterns = [
         upload_views.analysis_download,
         name="analysis_download",
     ),
-    path("compare/", upload_views.compare, name="compare"),
+    path("compare/", comparison.compare, name="compare"),
     path("evidence/", benchmark_views.benchmark_list, name="evidence_list"),
     path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),
     path("evidence/compare/", benchmark_views.benchmark_compare, name="evidence_compare"),

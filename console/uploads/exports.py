@@ -81,14 +81,19 @@ def fleet_csv(report: dict) -> str:
     return csv_text(FLEET_COLUMNS, rows())
 
 
-def compare_csv(names: list[str], rows: list[dict]) -> str:
-    """The compare page's table (analysis.compare.headline_rows): one row per headline,
-    each analysis's value, then each later one's difference to the first; a fleet's
-    parameters and routers included, blank where an analysis has none."""
-    header = ["key", "label", "unit", "differs", *names]
-    header += [f"delta {name} vs {names[0]}" for name in names[1:]]
+def compare_csv(names: list[str], rows: list[dict], baseline: int = 0) -> str:
+    """The compare page's table (analysis.compare.headline_rows against the analysis
+    `baseline` indexes): one row per parameter that differs and per headline, each
+    analysis's value (the baseline's column named "<name> (baseline)"), then each other
+    one's difference to the baseline; a fleet's parameters and routers included, blank
+    where an analysis has none."""
+    base = names[baseline]
+    header = ["key", "label", "unit", "differs"]
+    header += [f"{name} (baseline)" if i == baseline else name for i, name in enumerate(names)]
+    header += [f"delta {name} vs {base}" for i, name in enumerate(names) if i != baseline]
     lines = ([row["key"], row["label"], row["unit"], row["differs"], *row["values"],
-              *row["deltas"]] for row in rows)  # fmt: skip
+              *(d for i, d in enumerate(row["deltas"]) if i != baseline)]
+             for row in rows)  # fmt: skip
     return csv_text(header, lines)
 
 

@@ -16,6 +16,7 @@ from console.uploads.charts import CHARTS_VERSION, compare_figure
 
 HOME_UPLOADS = 100  # the newest ones, on the home page
 MAX_COMPARED = 4
+PICKER_UPLOADS = 30  # the newest uploads with a finished analysis, offered to compare
 
 
 def _row_version(row: Upload | Analysis) -> tuple:
@@ -33,9 +34,17 @@ def upload_analyses(upload: Upload) -> list[Analysis]:
     return list(upload.analyses.select_related("created_by"))
 
 
-def sibling_analyses(analysis: Analysis) -> QuerySet[Analysis]:
-    """The other finished analyses of the same upload (the page offers to compare them)."""
-    return analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=analysis.pk)
+def compare_choices() -> list[tuple[Upload, list[Analysis]]]:
+    """The finished analyses a reader may compare (every role reads every upload), grouped
+    by upload: the newest PICKER_UPLOADS uploads that have one, newest first, each with
+    its analyses newest first. Reports and figures are not read."""
+    uploads = list(Upload.objects.filter(analyses__status=JobStatus.DONE).distinct()
+                   .only("pk", "name", "created_at")[:PICKER_UPLOADS])  # fmt: skip
+    done = Analysis.objects.filter(upload__in=uploads, status=JobStatus.DONE)
+    groups: dict[int, list[Analysis]] = {upload.pk: [] for upload in uploads}
+    for analysis in done.only("pk", "upload_id", "block_tokens", "params", "created_at"):
+        groups[analysis.upload_id].append(analysis)
+    return [(upload, groups[upload.pk]) for upload in uploads]
 
 
 def compared_analyses(ids: list[int]) -> list[Analysis]:
