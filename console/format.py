@@ -37,6 +37,12 @@ def gib_number(nbytes: float) -> str:
     return f"{value:,.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
 
 
+def gib_size_text(nbytes: float) -> str:
+    """A size in GiB however small or large it is (a column of sizes in one unit, never
+    TiB): as gib_text from 1 GiB, three significant digits below it (as gib_number)."""
+    return f"{gib_number(nbytes)} GiB"
+
+
 def bytes_text(nbytes: float, digits: int = 2) -> str:
     """A size in the largest binary unit under 1,024 of it: 512 B, 9.77 KiB, 1.50 GiB."""
     if abs(nbytes) < 1024:
@@ -98,6 +104,7 @@ __all__ = [
     "bytes_text",
     "gib",
     "gib_number",
+    "gib_size_text",
     "gib_text",
     "moment_text",
     "money_text",

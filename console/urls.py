@@ -7,7 +7,7 @@ from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
-from console.uploads import planner_views
+from console.uploads import comparison, planner_views
 from console.uploads import views as upload_views
 
 urlpatterns = [
@@ -34,7 +34,7 @@ urlpatterns = [
         upload_views.analysis_download,
         name="analysis_download",
     ),
-    path("compare/", upload_views.compare, name="compare"),
+    path("compare/", comparison.compare, name="compare"),
     path("glossary/", glossary_view, name="glossary"),
     path("evidence/", benchmark_views.benchmark_list, name="evidence_list"),
     path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),

@@ -140,7 +140,7 @@ def analyze(
         report.top_segments = top_segments(stream, occ, kinds, params)
         largest = int(np.argmax(params.windows_s))
         report.top_misplaced = top_misplaced(
-            stream, occ, kinds, misplaced_by_window[largest], params.top_n
+            stream, occ, kinds, misplaced_by_window[largest], params
         )
     return report
 

@@ -96,8 +96,11 @@ def _segment_rows(
     kinds: np.ndarray,
     order: np.ndarray,
     extra: dict[str, np.ndarray],
+    scope: str,
 ) -> list[dict]:
-    """Rows of the segment tables for the scoped segments in `order`."""
+    """Rows of the segment tables for the scoped segments in `order`. Under tenant scope a
+    segment shared within two tenants is two scoped segments, so each row names its
+    tenant (as the stream keeps it: the name, "" for requests without one)."""
     first_occ = np.full(occ.distinct, -1, dtype=np.int64)
     last_occ = np.zeros(occ.distinct, dtype=np.int64)
     positions = np.arange(occ.scoped.size)
@@ -117,6 +120,8 @@ def _segment_rows(
             "last_seen_s": (int(stream.req_t_us[occ.req[last_occ[s]]]) - t0) / 1e6,
             "label": stream.seg_label[seg],
         }
+        if scope == "tenant":
+            row["tenant"] = stream.tenants[int(stream.req_tenant[occ.req[first_occ[s]]])]
         for name, values in extra.items():
             row[name] = int(values[s])
         if stream.seg_preview is not None:
@@ -141,15 +146,20 @@ def top_segments(
     )
     order = np.argsort(-score, kind="stable")[: params.top_n]
     order = order[score[order] > 0]
-    return _segment_rows(stream, occ, kinds, order, extra)
+    return _segment_rows(stream, occ, kinds, order, extra, params.scope)
 
 
 def top_misplaced(
-    stream: BlockStream, occ: Occurrences, kinds: np.ndarray, misplaced: np.ndarray, top_n: int
+    stream: BlockStream,
+    occ: Occurrences,
+    kinds: np.ndarray,
+    misplaced: np.ndarray,
+    params: AnalysisParams,
 ) -> list[dict]:
     """The segments ranked by their misplaced tokens (per occurrence, in `misplaced`)."""
     per_segment = np.bincount(occ.scoped, weights=misplaced, minlength=occ.distinct)
     per_segment = per_segment.astype(np.int64)
-    order = np.argsort(-per_segment, kind="stable")[:top_n]
+    order = np.argsort(-per_segment, kind="stable")[: params.top_n]
     order = order[per_segment[order] > 0]
-    return _segment_rows(stream, occ, kinds, order, {"misplaced_tokens": per_segment})
+    return _segment_rows(stream, occ, kinds, order, {"misplaced_tokens": per_segment},
+                         params.scope)  # fmt: skip

@@ -16,6 +16,7 @@ from django.templatetags.static import static
 
 from console.format import (
     bytes_text,
+    gib_size_text,
     gib_text,
     moment_text,
     money_text,
@@ -149,8 +150,15 @@ def seconds(number: float) -> str:
 
 
 @register.filter
+@_one_number()
+def gib_size(number: float) -> str:
+    """A size in GiB at any magnitude (the comparison's sizes: one unit down a column)."""
+    return gib_size_text(number)
+
+
+@register.filter
 def signed(value, unit: str = "count") -> str:
-    """A difference, with its sign, in the unit of its row."""
+    """A difference, with its sign, in the unit of its row ("+3.2 points", "−120 GiB")."""
     if value is None:
         return "—"
     if _finite(value) is None:
@@ -158,22 +166,24 @@ def signed(value, unit: str = "count") -> str:
     sign = "+" if value > 0 else ("−" if value < 0 else "±")
     magnitude = abs(value)
     if unit == "ratio":
-        return f"{sign}{magnitude * 100:.1f} pt"
+        return f"{sign}{magnitude * 100:.1f} points"
     if unit == "relative":  # a change as a fraction of its baseline
         return f"{sign}{magnitude * 100:.1f} %"
     if unit == "bytes":
-        return f"{sign}{bytes_h(magnitude)}"
+        return f"{sign}{gib_size(magnitude)}"
     return f"{sign}{num(magnitude)}"
 
 
 @register.filter
 def unit_format(value, unit: str) -> str:
+    """A comparison's value in the unit of its row: words as they are, ratios in %,
+    sizes in GiB (as the analysis pages show them), counts with separators."""
     if unit == "text":  # words, e.g. the routers of a fleet
         return str(value) if value else "—"
     if unit == "ratio":
         return pct(value)
     if unit == "bytes":
-        return bytes_h(value)
+        return gib_size(value)
     return num(value)
 
 
@@ -197,7 +207,8 @@ def reuses(segment_row: dict, window_s: float):
 
 @register.filter
 def index(sequence, position: int):
-    """sequence[position - 1]: deltas are listed for the 2nd, 3rd... report."""
+    """sequence[position - 1]: the item of a loop's forloop.counter (1-based) in another
+    sequence, e.g. a comparison row's difference beside its value."""
     return sequence[position - 1] if 0 < position <= len(sequence) else None
 
 

@@ -81,14 +81,19 @@ def fleet_csv(report: dict) -> str:
     return csv_text(FLEET_COLUMNS, rows())
 
 
-def compare_csv(names: list[str], rows: list[dict]) -> str:
-    """The compare page's table (analysis.compare.headline_rows): one row per headline,
-    each analysis's value, then each later one's difference to the first; a fleet's
-    parameters and routers included, blank where an analysis has none."""
-    header = ["key", "label", "unit", "differs", *names]
-    header += [f"delta {name} vs {names[0]}" for name in names[1:]]
+def compare_csv(names: list[str], rows: list[dict], baseline: int = 0) -> str:
+    """The compare page's table (analysis.compare.headline_rows against the analysis
+    `baseline` indexes): one row per parameter that differs and per headline, each
+    analysis's value (the baseline's column named "<name> (baseline)"), then each other
+    one's difference to the baseline; a fleet's parameters and routers included, blank
+    where an analysis has none."""
+    base = names[baseline]
+    header = ["key", "label", "unit", "differs"]
+    header += [f"{name} (baseline)" if i == baseline else name for i, name in enumerate(names)]
+    header += [f"delta {name} vs {base}" for i, name in enumerate(names) if i != baseline]
     lines = ([row["key"], row["label"], row["unit"], row["differs"], *row["values"],
-              *row["deltas"]] for row in rows)  # fmt: skip
+              *(d for i, d in enumerate(row["deltas"]) if i != baseline)]
+             for row in rows)  # fmt: skip
     return csv_text(header, lines)
 
 
@@ -100,17 +105,21 @@ def _window_columns(report: dict) -> list[str]:
 
 
 def segment_columns(report: dict, rows: list[dict]) -> list[str]:
-    """Stable header: key, kind, tokens, occurrences, reuses_<W>s (window order), first and
-    last seen, label, preview (when any row has one), then any other key by first sight."""
+    """Stable header: key, tenant (under tenant scope: a segment shared within two tenants
+    is two rows), kind, tokens, occurrences, reuses_<W>s (window order), first and last
+    seen, label, preview (when any row has one), then any other key by first sight."""
+    leading = list(SEGMENT_LEADING)
+    if report.get("scope") == "tenant":
+        leading.insert(1, "tenant")
     seen: list[str] = []
     for row in rows:
         seen.extend(k for k in row if k not in seen)
     reuses = _window_columns(report)
     reuses += [k for k in seen if k.startswith("reuses_") and k not in reuses]
     trailing = [k for k in SEGMENT_TRAILING if k != "preview" or "preview" in seen]
-    known = {*SEGMENT_LEADING, *reuses, *trailing}
+    known = {*leading, *reuses, *trailing}
     others = [k for k in seen if k not in known]
-    return [*SEGMENT_LEADING, *reuses, *trailing, *others]
+    return [*leading, *reuses, *trailing, *others]
 
 
 def segments_csv(report: dict) -> str:

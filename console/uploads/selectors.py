@@ -19,6 +19,7 @@ from console.uploads.charts import CHARTS_VERSION, compare_figure
 HOME_UPLOADS = 100  # the newest ones, on the home page
 HOME_ANALYSES = 20  # the newest analyses, above them
 MAX_COMPARED = 4
+PICKER_UPLOADS = 30  # the newest uploads with a finished analysis, offered to compare
 
 
 def _row_version(row: Upload | Analysis) -> tuple:
@@ -58,10 +59,17 @@ def upload_analyses(upload: Upload) -> list[Analysis]:
     return label_reruns(list(upload.analyses.select_related("created_by")))
 
 
-def sibling_analyses(analysis: Analysis) -> list[Analysis]:
-    """The other finished analyses of the same upload (the page offers to compare them)."""
-    done = analysis.upload.analyses.filter(status=JobStatus.DONE).exclude(pk=analysis.pk)
-    return label_reruns(list(done.defer("report", "figures")))
+def compare_choices() -> list[tuple[Upload, list[Analysis]]]:
+    """The finished analyses a reader may compare (every role reads every upload), grouped
+    by upload: the newest PICKER_UPLOADS uploads that have one, newest first, each with
+    its analyses newest first. Reports and figures are not read."""
+    uploads = list(Upload.objects.filter(analyses__status=JobStatus.DONE).distinct()
+                   .only("pk", "name", "created_at")[:PICKER_UPLOADS])  # fmt: skip
+    done = Analysis.objects.filter(upload__in=uploads, status=JobStatus.DONE)
+    groups: dict[int, list[Analysis]] = {upload.pk: [] for upload in uploads}
+    for analysis in done.only("pk", "upload_id", "block_tokens", "params", "created_at"):
+        groups[analysis.upload_id].append(analysis)
+    return [(upload, label_reruns(groups[upload.pk])) for upload in uploads]
 
 
 def compared_analyses(ids: list[int]) -> list[Analysis]:

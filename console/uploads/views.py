@@ -9,11 +9,9 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from analysis import BlockStream
-from analysis.compare import differing_parameters, headline_rows
 from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
 from console.downloads import json_file
@@ -23,6 +21,7 @@ from console.roles import analyst_required, can_analyze, reader_required
 from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
+from console.uploads.comparison import compare_picker
 from console.uploads.figures import page_figures
 from console.uploads.fleet_view import fleet_page
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
@@ -32,7 +31,7 @@ from console.uploads.planner_views import planner_page
 from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
-from console.web import attachment, download, is_id
+from console.web import attachment, download
 
 
 @reader_required
@@ -245,7 +244,6 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             initial=analysis_initial(analysis.params, analysis.block_tokens),
             block_sizes=analysis.upload.available_block_sizes,
         )
-    siblings = selectors.sibling_analyses(analysis)
     offload_form = OffloadForm(request.GET if "prefill_tokens_per_s" in request.GET else None)
     offload = None
     if report:
@@ -263,7 +261,8 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # the figures, and the fleet's and admission's sections in words
             **fleet_page(report, page_figures(analysis)),
             "form": form,
-            "siblings": siblings,
+            # compare with analyses of any upload, this one ticked and the baseline
+            "picker": compare_picker([analysis.pk], analysis.pk),
             "can_analyze": can_analyze(request.user),
             "offload_form": offload_form,
             "offload": offload,
@@ -290,27 +289,6 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     if what not in builders:
         return HttpResponse(status=404)
     return download(builders[what](analysis.report), f"{stem}-{what}", "text/csv")
-
-
-@reader_required
-def compare(request: HttpRequest) -> HttpResponse:
-    analyses = selectors.compared_analyses([int(x) for x in request.GET.getlist("a") if is_id(x)])
-    if len(analyses) < 2:
-        messages.error(request, "Pick two finished analyses to compare.")
-        back = request.META.get("HTTP_REFERER", "")
-        safe = url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure())
-        return redirect(back if safe else reverse("home"))
-    reports = [a.report for a in analyses]
-    rows = headline_rows(reports)
-    if request.GET.get("format") == "csv":
-        names = [f"#{a.pk}" for a in analyses]
-        stem = "kvscope-compare-" + "-".join(str(a.pk) for a in analyses)
-        return download(exports.compare_csv(names, rows), f"{stem}.csv", "text/csv")
-    figure = selectors.comparison_figure(analyses)
-    context = {"analyses": analyses, "figure": figure, "rows": rows,
-               "differing": differing_parameters(reports),
-               "csv_query": request.GET.urlencode()}  # fmt: skip
-    return render(request, "uploads/compare.html", context)
 
 
 def _replay_form(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm]:

@@ -77,3 +77,25 @@ def as_gateway_csv(jsonl: Path, out: Path) -> Path:
         writer.writerow([str(obj.pop("timestamp")), json.dumps(obj, indent=2)])
     out.write_text(text.getvalue(), newline="")
     return out
+
+
+# A log where one document is shared within two tenants (and by requests without one),
+# each time after a different question (tests/analysis/test_segment_tenants.py works out
+# its segment tables by hand).
+SHARED_DOCUMENT = "The quick brown fox jumps over the lazy dog near the quiet river bank today."
+TENANT_QUESTIONS = ("Alpha question", "Beta question", "Gamma question", "Delta question",
+                    "Epsilon question", "Zeta question")  # fmt: skip
+QUESTION_TENANTS = ("A", "B", "A", "B", None, None)
+
+
+def two_tenant_rows() -> list[dict]:
+    """Request i at 10 * i seconds: TENANT_QUESTIONS[i] then SHARED_DOCUMENT, of tenant
+    QUESTION_TENANTS[i] (None: the line names no tenant)."""
+    rows = []
+    for i, (question, tenant) in enumerate(zip(TENANT_QUESTIONS, QUESTION_TENANTS, strict=True)):
+        messages = [{"role": "user", "content": text} for text in (question, SHARED_DOCUMENT)]
+        row = {"timestamp": 10 * i, "messages": messages}
+        if tenant is not None:
+            row["tenant"] = tenant
+        rows.append(row)
+    return rows

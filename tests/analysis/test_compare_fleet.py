@@ -48,7 +48,7 @@ def test_routers_side_by_side_with_the_routers_named(stream):
     assert differing_parameters(reports) == ["Routers"]
     rows = _rows(reports)
     assert rows["Routers"]["values"] == ["Round robin", "Prefix-aware", "Pooled store"]
-    assert rows["Routers"]["differs"] and rows["Routers"]["deltas"] == [None, None]
+    assert rows["Routers"]["differs"] and rows["Routers"]["deltas"] == [None, None, None]
     assert rows["Replicas"]["values"] == [2, 2, 2] and not rows["Replicas"]["differs"]
     # each router's rows: only the analysis that modelled it has a value
     assert rows["Round robin: fleet ceiling"]["values"] == [12 / TOKENS, None, None]
@@ -69,7 +69,7 @@ def test_replicas_named_and_the_ceiling_difference(stream):
     row = _rows([two, three])["Round robin: fleet ceiling"]
     assert row["values"] == [12 / TOKENS, 8 / TOKENS]
     # a third replica splits r1 from r3: round robin loses 4 tokens' worth
-    assert row["deltas"] == [pytest.approx(-4 / TOKENS)]
+    assert row["deltas"] == [None, pytest.approx(-4 / TOKENS)]
 
 
 def test_gpu_cache_and_store_threshold_named(stream):
@@ -82,7 +82,7 @@ def test_gpu_cache_and_store_threshold_named(stream):
     ]
     rows = _rows([plain, tiered])
     assert rows["GPU prefix cache per replica"]["values"] == [0, SLOT]
-    assert rows["GPU prefix cache per replica"]["deltas"] == [SLOT]
+    assert rows["GPU prefix cache per replica"]["deltas"] == [None, SLOT]
     assert rows["Store threshold (stored at reference k)"]["values"] == [1, 2]
     assert rows["Prefix threshold (share of the prompt)"]["values"] == [0.5, 0.5]
 
@@ -93,7 +93,7 @@ def test_one_cache_beside_a_fleet_shows_none_of_its_rows(stream):
     rows = _rows([one, fleet])
     # replicas > 1 with no routers named: every router
     assert rows["Routers"]["values"] == [None, "Round robin, Session, Prefix-aware, Pooled store"]
-    assert rows["Replicas"]["values"] == [None, 2] and rows["Replicas"]["deltas"] == [None]
+    assert rows["Replicas"]["values"] == [None, 2] and rows["Replicas"]["deltas"] == [None, None]
     assert not rows["Replicas"]["differs"]  # one cache has no replicas to differ in
     assert rows["Pooled store: fleet ceiling"]["values"] == [None, 20 / TOKENS]
     # the one cache's own rows stand as before: its ceiling is the pooled one
@@ -104,4 +104,6 @@ def test_without_any_fleet_the_rows_are_as_before(stream):
     one, other = _report(stream, None), analyze(stream, AnalysisParams(tp=4)).to_dict()
     keys = [row["key"] for row in headline_rows([one, other])]
     assert not [k for k in keys if k.startswith(("fleet_", "router_"))]
-    assert differing_parameters([one, other]) == []
+    # no fleet row: only what the analyses were asked differs (tp 2 and 4)
+    assert differing_parameters([one, other]) == ["Tensor-parallel ranks"]
+    assert [k for k in keys if k.startswith("param_")] == ["param_tp"]

@@ -166,3 +166,10 @@ def opened_analysis_form(block_tokens: int, **values) -> dict:
         if value is not None and name != "model_config":
             data[name] = value
     return {**data, "block_tokens": block_tokens, **values}
+
+
+def gib_shown(nbytes: float) -> str:
+    """A size as the compare page writes it, worked out here on its own: GiB at any size,
+    two decimals with thousands separators from 1 GiB, three significant digits below."""
+    value = nbytes / GIB
+    return f"{value:,.2f} GiB" if value >= 1 or value == 0 else f"{value:.3g} GiB"

@@ -24,7 +24,6 @@ from bench.generate import chat_requests, write_jsonl
 from console.engine import analysis_params
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
-from console.templatetags.kvscope import bytes_h
 from console.uploads import charts
 from tests.console import browser_fixtures
 from tests.console.browser_fixtures import (
@@ -32,7 +31,7 @@ from tests.console.browser_fixtures import (
     upload_page_after_ingest,
     wait_for_charts,
 )
-from tests.console.factories import PASSWORD, make_user
+from tests.console.factories import PASSWORD, gib_shown, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # the browser fixtures, visible to this module's tests
@@ -196,15 +195,18 @@ def test_analyst_uploads_analyzes_compares_and_downloads(browser_page, chat_logs
     page.get_by_role("button", name="Compare selected").click()
     expect(page.get_by_role("heading", name="Compare analyses")).to_be_visible()
     table = page.locator("#compare-table")
-    shown = [int(t[1:]) for t in table.locator("thead a").all_inner_texts()]
+    columns = table.locator("thead th[data-analysis]")
+    shown = [int(pk) for pk in columns.evaluate_all("(ths) => ths.map((t) => t.dataset.analysis)")]
     assert sorted(shown) == sorted([first.pk, second.pk])
+    # no baseline chosen: the first column is the baseline, the other shows its difference
+    expect(table.locator("th[data-baseline]")).to_have_attribute("data-analysis", str(shown[0]))
     reports = {a.pk: a.report for a in (first, second)}
     ram_row = table.locator("tbody tr", has=page.locator("th", has_text="Recommended RAM (with"))
     cells = ram_row.locator("td").all_inner_texts()
     ram = [reports[pk]["recommendation"]["ram_bytes"] for pk in shown]
     delta = ram[1] - ram[0]
     sign = "+" if delta > 0 else ("−" if delta < 0 else "±")
-    assert cells == [bytes_h(ram[0]), bytes_h(ram[1]), f"{sign}{bytes_h(abs(delta))}"]
+    assert cells == [gib_shown(ram[0]), f"{gib_shown(ram[1])}\n{sign}{gib_shown(abs(delta))}"]
     compare_charts = wait_for_charts(page)
     assert [c["id"] for c in compare_charts] == ["chart-compare"]
     curves = [u for u in compare_charts[0]["uids"] if u.startswith("curve-")]

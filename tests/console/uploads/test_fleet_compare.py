@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from console.format import gib
 from console.models import Analysis
-from tests.console.factories import PASSWORD, rerun
+from tests.console.factories import PASSWORD, gib_shown, rerun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +34,7 @@ def test_routers_compared_side_by_side_with_the_differences_named(client, analys
     response = client.get(reverse("compare"), {"a": [a.pk for a in fleets]})
     page = unescape(response.content.decode())
     assert response.status_code == 200
-    assert "Fleet parameters that differ: Routers." in page
+    assert "Parameters that differ: Routers." in page
     # each analysis's column says its fleet: 2 x round robin vs 2 x prefix vs pooled
     for words in (
         "2 × round robin</small>",
@@ -49,22 +49,24 @@ def test_routers_compared_side_by_side_with_the_differences_named(client, analys
     assert pooled["ceiling"] == pytest.approx(analysis.report["infinite_hit_ratio"])
     cells = _row(page, "router_pooled_ceiling")
     assert "Pooled store: fleet ceiling" in cells
-    assert cells.count("—") == 2 + 2  # no value in the other two analyses, nor their Δ
+    assert cells.count("—") == 2  # no value in the other two analyses, so no difference
+    # the baseline is the first analysis, which has no pooled store: nothing to subtract
     assert f'<td class="num">{pooled["ceiling"] * 100:.1f} %</td>' in cells
+    assert "data-delta" not in cells
     ram = fleets[0].report["fleet"]["routers"][0]["recommendation"]["ram_bytes"]
     assert "Round robin: recommended RAM per replica" in _row(page, "router_round_robin_ram_bytes")
-    shown = f"{ram / 2**30:,.2f} GiB" if ram >= 2**30 else f"{ram / 2**20:,.2f} MiB"
-    assert f'<td class="num">{shown}</td>' in _row(page, "router_round_robin_ram_bytes")
+    # sizes in GiB, as the analysis pages show them (three significant digits below 1 GiB)
+    assert f'<td class="num">{gib_shown(ram)}</td>' in _row(page, "router_round_robin_ram_bytes")
 
 
 def test_one_cache_beside_a_fleet_compares_with_dashes(client, analysis, analyst):
     fleet = _with_fleet(analysis, analyst, 4, ["prefix"])
     assert client.login(username=analyst.username, password=PASSWORD)
     page = unescape(client.get(reverse("compare"), {"a": [analysis.pk, fleet.pk]}).content.decode())
-    assert "Fleet parameters that differ: Fleet (some analyses have one, others are one cache)." \
+    assert "Parameters that differ: Fleet (some analyses have one, others are one cache)." \
         in page  # fmt: skip
     replicas = _row(page, "fleet_replicas")
-    assert replicas.count("—") == 2 and ">4<" in replicas  # one cache: "—", and no Δ
+    assert replicas.count("—") == 1 and ">4</td>" in replicas  # one cache: "—", and no Δ
 
 
 def test_the_fleet_curves_download(client, analysis, analyst):
@@ -99,12 +101,14 @@ def test_the_compare_table_downloads_with_its_fleet_rows(client, analysis, analy
     assert client.login(username=analyst.username, password=PASSWORD)
     query = {"a": [analysis.pk, two.pk, four.pk]}
     page = client.get(reverse("compare"), query).content.decode()
-    assert f"a={analysis.pk}&amp;a={two.pk}&amp;a={four.pk}&amp;format=csv" in page
+    assert f"a={analysis.pk}&amp;a={two.pk}&amp;a={four.pk}&amp;baseline={analysis.pk}" \
+        "&amp;format=csv" in page  # fmt: skip
     response = client.get(reverse("compare"), {**query, "format": "csv"})
     assert response["Content-Type"].startswith("text/csv")
     rows = {r["key"]: r for r in csv.DictReader(io.StringIO(response.content.decode()))}
     replicas = rows["fleet_replicas"]
-    names = (f"#{analysis.pk}", f"#{two.pk}", f"#{four.pk}")
+    # the first analysis asked is the baseline
+    names = (f"#{analysis.pk} (baseline)", f"#{two.pk}", f"#{four.pk}")
     # one cache: blank; the fleets' replica counts and their difference
     assert [replicas[n] for n in names] == ["", "2", "4"]
     assert replicas[f"delta #{four.pk} vs #{analysis.pk}"] == ""

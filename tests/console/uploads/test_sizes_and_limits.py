@@ -15,8 +15,18 @@ from django.urls import reverse
 
 from console.downloads import json_file
 from console.models import Analysis, Upload
-from console.templatetags.kvscope import bytes_h, duration, gib, gib_abs, num, pct, whole
-from tests.console.factories import PASSWORD
+from console.templatetags.kvscope import (
+    bytes_h,
+    duration,
+    gib,
+    gib_abs,
+    gib_size,
+    num,
+    pct,
+    signed,
+    whole,
+)
+from tests.console.factories import PASSWORD, gib_shown
 from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,10 +103,10 @@ def test_heads_fewer_than_ranks_are_sized_per_rank_on_the_page_and_in_every_down
     # the comparison's rows read the same numbers
     other = _analyze(client, upload, tp="2")
     compare = client.get(reverse("compare"), {"a": [analysis.pk, other.pk]}).content.decode()
-    assert bytes_h(16 * per_rank) in compare and bytes_h(per_rank) in compare
+    assert gib_shown(16 * per_rank) in compare and gib_shown(per_rank) in compare
     # per rank per token: 16,384 bytes at tp 16, 65,536 at tp 2 (4 of the 8 heads)
     assert "KV bytes per token per rank" in compare
-    assert bytes_h(16_384) in compare and bytes_h(32 * 4 * 128 * 2 * 2) in compare
+    assert ">16,384<" in compare and f">{32 * 4 * 128 * 2 * 2:,}<" in compare
 
 
 def test_mla_on_the_page(client, upload):
@@ -215,9 +225,14 @@ def test_absurd_values_already_stored_never_break_the_page_or_the_json(client, u
 
 def test_display_filters_and_the_json_file_take_any_stored_number():
     for value in (float("inf"), float("nan"), 10**400, "x"):
-        for shown in (gib(value), gib_abs(value), bytes_h(value), pct(value), duration(value)):
+        for shown in (gib(value), gib_abs(value), gib_size(value), bytes_h(value), pct(value),
+                      duration(value), signed(value, "bytes")):  # fmt: skip
             assert shown == "out of range"
     assert num(10**30) == whole(10**30) == f"{10**30:,}"
     assert gib(-5 * GIB) == "-5.00 GiB" and gib_abs(-5 * GIB) == "5.00 GiB"
+    # a comparison's differences: points of hit ratio, sizes in GiB at any magnitude
+    assert signed(0.032, "ratio") == "+3.2 points" and signed(0, "ratio") == "±0.0 points"
+    assert signed(-120 * GIB, "bytes") == "−120.00 GiB" and signed(GIB // 4, "bytes") == "+0.25 GiB"
+    assert gib_size(5 * 1024 * GIB) == "5,120.00 GiB"  # never TiB
     assert json.loads(json_file({"a": 10**30, "b": float("inf"), "c": [1.5]})) == {
         "a": 10**30, "b": None, "c": [1.5]}  # fmt: skip

@@ -20,7 +20,7 @@ from console.engine import analysis_params, ingest_options
 from console.models import Analysis, Upload
 from console.staticfinders import STATIC_PATH
 from console.uploads import charts
-from tests.console.factories import PASSWORD
+from tests.console.factories import PASSWORD, gib_shown
 from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,9 +207,9 @@ def test_compare_shows_both_and_the_difference(client, done_upload):
     # headroom 0.1 -> 0.5 on the same capacity: the difference is 0.4 x capacity
     assert ram[1] > ram[0]
     delta = ram[1] - ram[0]
-    assert 2**20 <= delta < 2**30  # shown in MiB
-    assert f"+{delta / 2**20:,.2f} MiB" in page
-    assert f"{ram[0] / 2**20:,.2f} MiB" in page or f"{ram[0] / 2**30:,.2f} GiB" in page
+    assert 2**20 <= delta < 2**30  # still in GiB, never MiB: the unit of every size shown
+    assert f'{gib_shown(ram[1])}<span class="delta" data-delta>+{gib_shown(delta)}</span>' in page
+    assert gib_shown(ram[0]) in page and "MiB" not in page
     assert 'id="fig-compare"' in page
 
 
