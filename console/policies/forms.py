@@ -246,7 +246,7 @@ class PolicyForm(forms.Form):
         self.fields["analysis"].queryset = Analysis.objects.filter(
             status=JobStatus.DONE
         ).select_related("upload")
-        self.fields["analysis"].label_from_instance = lambda a: f"#{a.pk} {a.upload} · {a.summary}"
+        self.fields["analysis"].label_from_instance = lambda a: f"#{a.pk} {a.upload} · {a.title}"
         self.fields["bench_runs"].queryset = BenchRun.objects.defer("raw", "topology")
         self.fields["bench_runs"].label_from_instance = lambda r: f"{r} ({r.name})"
         for event, label in END_OF_LIFE_EVENTS.items():
