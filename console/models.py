@@ -140,6 +140,8 @@ class Analysis(Job):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     block_tokens = models.PositiveIntegerField()
+    # the user's own name for it ("" until renamed): shown before its summary
+    label = models.CharField(max_length=200, blank=True)
     params = models.JSONField(default=dict)  # the form's values (console.uploads.analysis_forms)
     report = models.JSONField(null=True, blank=True)
     # the Plotly figures drawn from the report, as [name, figure] pairs in drawing order,
@@ -152,6 +154,11 @@ class Analysis(Job):
 
     def __str__(self) -> str:
         return f"{self.upload} #{self.pk}"
+
+    @property
+    def title(self) -> str:
+        """What lists call it: the user's label when given, else its parameters' summary."""
+        return self.label or self.summary
 
     @property
     def summary(self) -> str:

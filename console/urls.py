@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import health
+from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
 from console.policies import views as policy_views
@@ -40,6 +40,7 @@ urlpatterns = [
     path("evidence/matrix/", benchmark_views.benchmark_matrix, name="evidence_matrix"),
     path("evidence/compare/", benchmark_views.benchmark_compare, name="evidence_compare"),
     path("evidence/runs.csv", benchmark_views.benchmark_runs_csv, name="evidence_runs_csv"),
+    path("evidence/runs/<int:pk>/", benchmark_views.benchmark_run, name="evidence_run"),
     path(
         "evidence/runs/<int:pk>/raw.json",
         benchmark_views.benchmark_run_raw,
@@ -87,4 +88,6 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # renaming and deleting uploads, analyses and benchmark runs
+    *housekeeping_urls.urlpatterns,
 ]

@@ -95,3 +95,10 @@ def benchmark_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
     return download(json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")
+
+
+@reader_required
+def benchmark_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """One run: its tags and numbers, its file, and (for analysts) rename and delete."""
+    run = get_object_or_404(BenchRun.objects.select_related("created_by"), pk=pk)
+    return render(request, "benchmarks/run.html", {"run": run, "result": run.result})

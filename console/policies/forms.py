@@ -164,7 +164,7 @@ class PolicyCreateForm(forms.Form):
 
 def _analysis_choice(analysis: Analysis, reruns: dict[int, list[RerunFor]]) -> str:
     """An analysis as the evidence chooser lists it, a policy's re-run said as such."""
-    label = f"#{analysis.pk} {analysis.upload} · {analysis.summary}"
+    label = f"#{analysis.pk} {analysis.upload} · {analysis.title}"
     if analysis.pk in reruns:
         label += f" · policy re-run: {rerun_text(reruns[analysis.pk])}"
     return label

@@ -82,9 +82,10 @@ def compared_analyses(ids: list[int]) -> list[Analysis]:
 def comparison_figure(analyses: list[Analysis]) -> dict:
     """The compare page's figure: the analyses' hit-ratio curves overlaid, drawn once per
     set of finished analyses and version of the charts."""
-    versions = (CHARTS_VERSION, *(_row_version(a) for a in analyses))
+    # (a label is the curve's name: a renamed analysis is drawn again)
+    versions = (CHARTS_VERSION, *((*_row_version(a), a.label) for a in analyses))
     return computed_once("compare", versions, lambda: compare_figure(
-        [(f"#{a.pk} {a.summary}", a.report) for a in analyses]))  # fmt: skip
+        [(f"#{a.pk} {a.title}", a.report) for a in analyses]))  # fmt: skip
 
 
 def replay_tenants(upload: Upload) -> list[str]:

@@ -17,11 +17,19 @@ from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 from django.utils import timezone
 
+from console.benchmarks.services import bench_runs_create
 from console.models import Analysis, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
 from console.uploads.services import upload_create
 from console.uploads.storage import upload_delete_raw
-from tests.console.factories import PASSWORD, complete, make_user, submitted_version, vllm_file
+from tests.console.factories import (
+    BENCH_TAGS,
+    PASSWORD,
+    complete,
+    make_user,
+    submitted_version,
+    vllm_file,
+)
 from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +39,7 @@ READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "anal
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
               "policy_signoff", "policy_export", "upload_replay",
               "upload_replay_download", "evidence_matrix", "evidence_compare",
-              "evidence_runs_csv", "evidence_run_raw", "glossary"}  # fmt: skip
+              "evidence_runs_csv", "evidence_run_raw", "glossary", "evidence_run"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
@@ -40,6 +48,9 @@ CHANGES = {
     "policy_submit": "analyst", "policy_new_version": "analyst", "policy_delete": "author",
     "policy_request_changes": "approver", "policy_approve": "approver",
     "policy_retire": "approver", "evidence_list": "analyst",
+    # housekeeping: any analyst renames; only the one who stored it deletes
+    "upload_rename": "analyst", "analysis_rename": "analyst", "evidence_run_rename": "analyst",
+    "upload_delete": "author", "analysis_delete": "author", "evidence_run_delete": "author",
 }  # fmt: skip
 
 
@@ -65,14 +76,15 @@ def world(chat_log, analyst, approver):
     approved = submitted_version(analysis, analyst)
     version_approve(version=approved, user=approver, password=PASSWORD, comment="ok")
     failed = Upload.objects.create(name="broken", status=JobStatus.FAILED, message="x",
-                                   raw_paths=[str(chat_log)])  # fmt: skip
+                                   raw_paths=[str(chat_log)], created_by=analyst)  # fmt: skip
     failed_analysis = Analysis.objects.create(upload=upload, block_tokens=256,
                                               params=analysis.params, status=JobStatus.FAILED,
-                                              message="x")  # fmt: skip
+                                              message="x", created_by=analyst)  # fmt: skip
+    run = bench_runs_create(files=[vllm_file("w.json")], tags=BENCH_TAGS, user=analyst)[0]
     wait_for(_settled)  # a worker still writing would change the state the tests compare
     return {"upload": upload, "analysis": analysis, "draft": draft, "review": review,
             "approved": approved, "failed": failed,
-            "failed_analysis": failed_analysis}  # fmt: skip
+            "failed_analysis": failed_analysis, "run": run}  # fmt: skip
 
 
 def _settled() -> bool:
@@ -90,6 +102,15 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
                "policy_retire": w["approved"]}.get(name)  # fmt: skip
     if version is not None:
         return reverse(name, args=[version.pk]), {"password": PASSWORD, "comment": "why not"}
+    # housekeeping: the upload (by name), or what nothing relies on (deleting)
+    renamed = {"upload_rename": w["upload"], "analysis_rename": w["analysis"],
+               "evidence_run_rename": w["run"]}.get(name)  # fmt: skip
+    if renamed is not None:
+        return reverse(name, args=[renamed.pk]), {"rename-name": "sneaky"}
+    deleted = {"upload_delete": w["failed"], "analysis_delete": w["failed_analysis"],
+               "evidence_run_delete": w["run"]}.get(name)  # fmt: skip
+    if deleted is not None:
+        return reverse(name, args=[deleted.pk]), {"confirm": "on"}
     if name == "upload_retry":
         return reverse(name, args=[w["failed"].pk]), {}
     if name == "analysis_retry":
@@ -160,7 +181,8 @@ def test_every_page_needs_sign_in(world):
             "policy_version": [w["approved"].pk], "policy_signoff": [w["approved"].pk],
             "policy_export": [w["approved"].pk, "lmcache.yaml"],
             "upload_replay": [w["upload"].pk],
-            "upload_replay_download": [w["upload"].pk], "evidence_run_raw": [1]}  # fmt: skip
+            "upload_replay_download": [w["upload"].pk], "evidence_run_raw": [1],
+            "evidence_run": [1]}  # fmt: skip
     for name in sorted(READ_PAGES | set(CHANGES)):
         if name in CHANGES:  # POST only (a GET is 405 before anything else)
             response = Client().post(_target(name, w)[0])
