@@ -125,6 +125,8 @@ def _add_stored_fleet_and_pages(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, default=10, help="shared trace: analyses, best shown")
     p.add_argument("--workdir")
     _child(sub, "fleet-once", "replicas", type=int)
+    p = sub.add_parser("planner", help="what N GiB buys, read off a stored report")
+    p.add_argument("--asks", type=int, default=2000, help="sizes asked, log-spaced")
     p = sub.add_parser("pageload", help="the first analysis page: HTML + scripts, browser")
     p.add_argument("--mode", choices=("dev", "prod", "both"), default="both")
     p.add_argument("--runs", type=int, default=5, help="timed loads, median shown")
@@ -140,7 +142,17 @@ def _child(sub: argparse._SubParsersAction, name: str, last: str, **last_kwargs:
 
 
 # the benchmarks each runner starts (the input limits' have their own)
-_ANALYSES = ("mrc", "trace", "chat", "agent", "reanalyze", "replay", "fleet", "fleet-once")
+_ANALYSES = (
+    "mrc",
+    "trace",
+    "chat",
+    "agent",
+    "reanalyze",
+    "replay",
+    "fleet",
+    "fleet-once",
+    "planner",
+)
 _INPUT_LIMITS = ("longline", "longline-once", "blanklines", "blanklines-once")
 
 
@@ -190,6 +202,10 @@ def _run_analysis(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import fleet
 
             fleet.analyze_once(args.log, args.out, args.replicas)
+        case "planner":
+            from bench import planner
+
+            planner.run(args.asks)
 
 
 def _run_ingest_and_pages(args: argparse.Namespace, timer: ProcessTimer) -> None:
