@@ -1,6 +1,7 @@
-"""What every figure of the console shares: the palette, the layout, and the conversion of a
-Plotly figure into a plain JSON-ready dict ({"data": [...], "layout": {...}}, drawn by
-static/js/charts.js). The only module besides the wings' charts that imports plotly."""
+"""What every figure of the console shares: the layout, and the conversion of a Plotly
+figure into a plain JSON-ready dict ({"data": [...], "layout": {...}}, drawn by
+static/js/charts.js). The only module besides the wings' charts that imports plotly. The
+colours are console.palette's; log axes are console.log_axis's."""
 
 from __future__ import annotations
 
@@ -10,15 +11,12 @@ from typing import Any
 
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
+from plotly.subplots import make_subplots
 
-# colours: accent first (the console's --accent), then distinguishable, colour-blind-safe-ish
-PALETTE = ("#2f6fdf", "#e07b39", "#2a9d8f", "#c2417a", "#7b61c9", "#8a6d3b", "#5c6778")
-INK = "#1d2430"
-MUTED = "#5c6778"
-CLASS_COLOURS = {"hot": "#d1495b", "occasional": "#edae49", "one_off": "#8d99ae"}
+from console.palette import INK, SERIES
+
 CLASS_LABELS = {"hot": "hot", "occasional": "occasional", "one_off": "one-off"}
 KINDS = ("instruction", "document", "conversation")
-STAT_COLOURS = {"p50": PALETTE[0], "p90": PALETTE[2], "p99": PALETTE[1], "max": PALETTE[3]}
 
 HEIGHT = 360
 # the title sits at the top, the legend in its own line just above the plot
@@ -26,10 +24,12 @@ MARGIN = {"l": 60, "r": 20, "t": 72, "b": 56}
 # every figure's legend unless it says otherwise: one line above the plot, to the right
 LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"}
 SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
-
-
-def color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+# a figure of side-by-side panels: their titles take the top, so the legend goes in a line
+# of its own at the figure's foot, under the axes' titles (the margin makes room for it)
+LEGEND_FOOT = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0,
+               "x": 0, "xanchor": "left"}  # fmt: skip
+MARGIN_FOOT = {**MARGIN, "b": 84}
+PANEL_TITLE_SIZE = 13  # a panel's title: under the figure's (15), never wider than the panel
 
 
 # --- serialisation ------------------------------------------------------------------------
@@ -77,6 +77,8 @@ def style(fig: go.Figure, title: str, **kwargs: Any) -> None:
         "margin": MARGIN,
         "legend": LEGEND_TOP,
         "font": {"size": 12, "color": INK},
+        # a trace that names no colour takes the palette's, in order
+        "colorway": list(SERIES),
     }
     fig.update_layout({**layout, **kwargs})
     # plotly_white turns automargin on for every axis, and each automargined axis makes
@@ -89,6 +91,14 @@ def style(fig: go.Figure, title: str, **kwargs: Any) -> None:
     # each): the margins leave them room.
     for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
         axis.update(automargin=category(fig, axis), ticklabeloverflow="allow")
+
+
+def panels(cols: int, titles: tuple[str, ...] | list[str], spacing: float) -> go.Figure:
+    """Side-by-side panels under titles of their own, in a size under the figure's title
+    (make_subplots writes them at 16 px, wider than a panel of a narrow chart)."""
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=spacing)
+    fig.update_annotations(font_size=PANEL_TITLE_SIZE)
+    return fig
 
 
 def category(fig: go.Figure, axis: Any) -> bool:

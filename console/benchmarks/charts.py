@@ -7,10 +7,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from analysis.benchmarks.comparison import SideBySide
+from console.log_axis import COUNT, log_axis
+from console.palette import FAIL, PASS, series_colour
 from console.plotting import MARGIN, style, to_dict
 
-# green and red, kept apart from the palette: a cell or line in these colours is a verdict
-PASS_COLOUR, FAIL_COLOUR = "#2e7d32", "#c62828"
+# green and red, kept apart from the series colours: a cell or line in these is a verdict
+PASS_COLOUR, FAIL_COLOUR = PASS, FAIL
 
 
 def slo_heatmap(tier: str, rows: list, concurrencies: list[int]) -> dict:
@@ -69,16 +71,17 @@ def ttft_by_concurrency(grid: dict, limit_ms: float | None) -> dict:
             if not points:
                 continue
             label = f"{name} · {context:,} tokens"
+            colour = series_colour(len(fig.data))
             fig.add_trace(go.Scatter(
                 x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers",
-                name=label, hovertemplate="%{fullData.name}<br>concurrency %{x}: %{y:,.0f} ms"
+                name=label, line={"color": colour}, marker={"color": colour},
+                hovertemplate="%{fullData.name}<br>concurrency %{x}: %{y:,.0f} ms"
                 "<extra></extra>"))  # fmt: skip
     if limit_ms:
         fig.add_hline(y=limit_ms, line_dash="dash", line_color=FAIL_COLOUR,
                       annotation_text=f"SLO {limit_ms:,.0f} ms")  # fmt: skip
     style(fig, "p99 TTFT as concurrency grows", showlegend=True,
-            xaxis={"title": "concurrency", "type": "log", "tickmode": "array",
-                   "tickvals": concurrencies, "ticktext": [str(n) for n in concurrencies]},
+            xaxis=log_axis(concurrencies, COUNT, "concurrency (log scale)"),
             yaxis={"title": "p99 TTFT (ms)"})  # fmt: skip
     return to_dict(fig)
 
@@ -87,11 +90,12 @@ def ttft_side_by_side(group: SideBySide) -> dict:
     """TTFT statistics of one schedule's runs as grouped bars (one bar per run)."""
     fig = go.Figure()
     names = [f"{row.run.label} · {'warm' if row.run.warm else 'cold'}" for row in group.rows]
-    for row, name in zip(group.rows, names, strict=True):
+    for i, (row, name) in enumerate(zip(group.rows, names, strict=True)):
         if names.count(name) > 1:  # two runs of one configuration: tell them apart
             name += f" · {row.run.name}"
         fig.add_trace(go.Bar(
             name=name, x=group.ttft_stats, y=[row.ttft.get(s) for s in group.ttft_stats],
+            marker={"color": series_colour(i)},
             hovertemplate="%{fullData.name}<br>%{x}: %{y:,.0f} ms<extra></extra>"))  # fmt: skip
     schedule = group.schedule
     rate = "unlimited rate" if schedule.request_rate is None else f"{schedule.request_rate:g} req/s"

@@ -6,19 +6,26 @@ curves and lists a report's figures; its docstring says what every figure follow
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from console.format import gib, gib_number, percent, window_name
-from console.plotting import (
-    CLASS_COLOURS,
-    CLASS_LABELS,
+from console.palette import (
+    ACTIVE_KV,
+    CLASSES,
     INK,
-    KINDS,
-    MARGIN,
     MUTED,
-    PALETTE,
+    RESERVES,
+    REUSABLE_KV,
+    STATS,
+    WEIGHTS,
+)
+from console.plotting import (
+    CLASS_LABELS,
+    KINDS,
+    LEGEND_FOOT,
+    MARGIN,
+    MARGIN_FOOT,
     SIDE_LEGEND,
-    STAT_COLOURS,
+    panels,
     style,
     to_dict,
 )
@@ -43,7 +50,7 @@ def _tokens_bar(kinds: list[str], klass: str, cells: list[dict]) -> go.Bar:
         name=label,
         uid=f"tokens-{klass}",
         legendgroup=klass,
-        marker={"color": CLASS_COLOURS.get(klass, MUTED)},
+        marker={"color": CLASSES.get(klass, MUTED)},
         hovertemplate=(
             f"%{{x}}, {label}<br>%{{y:,}} tokens sent<br>%{{customdata[0]:,}} segments,"
             " %{customdata[1]:,} unique tokens<extra></extra>"
@@ -64,7 +71,7 @@ def _share_bar(kinds: list[str], klass: str, cells: list[dict], reused_total: in
         uid=f"share-{klass}",
         legendgroup=klass,
         showlegend=False,
-        marker={"color": CLASS_COLOURS.get(klass, MUTED)},
+        marker={"color": CLASSES.get(klass, MUTED)},
         hovertemplate=(
             f"%{{x}}, {label}<br>%{{y:.1f}}% of reused tokens"
             "<br>%{customdata:,} tokens<extra></extra>"
@@ -85,31 +92,27 @@ def segments_figure(report: dict) -> dict | None:
         cell.get("reused_tokens", 0) for by_class in segments.values() for cell in by_class.values()
     )
     name = window_name(window["window_s"])
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("tokens sent (all occurrences)", f"share of reused tokens (≤ {name})"),
-        horizontal_spacing=0.12,
-    )
-    for klass in CLASS_COLOURS:
+    # in two lines: one panel is under a third of a narrow chart wide
+    titles = ("tokens sent<br>(all occurrences)", f"share of reused tokens<br>(≤ {name})")
+    fig = panels(2, titles, spacing=0.14)
+    for klass in CLASSES:
         cells = [segments[k].get(klass, {}) for k in kinds]
         fig.add_trace(_tokens_bar(kinds, klass, cells), row=1, col=1)
         fig.add_trace(_share_bar(kinds, klass, cells, reused_total), row=1, col=2)
-    # subplot titles sit above the panels: the legend goes to the side
+    # panel titles sit above the panels: the legend goes to the foot
     style(
         fig,
         f"What material is hot (window {name})",
         barmode="stack",
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 110},
+        legend=LEGEND_FOOT,
+        margin=MARGIN_FOOT,
     )
     fig.update_yaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(title_text="share of reused tokens (%)", row=1, col=2)
+    fig.update_yaxes(title_text="% of reused tokens", row=1, col=2)
     return to_dict(fig)
 
 
 GPU_X, HOST_X = "GPU (per replica)", "Host RAM"
-RESERVE_COLOURS = ("#b8c0cc", "#a3adbb", "#8d99ae", "#78849a", "#647087", "#505c73")
 # a capacity line of the budgets figure: (bar index, bar name, bytes, label)
 Capacity = tuple[int, str, int, str]
 
@@ -129,20 +132,20 @@ def _budget_bars(budgets: dict, host: dict | None) -> list[go.Bar]:
     """Weights and active KV stacked on the GPU; reusable blocks and reserves in host RAM."""
     active = f"active KV ({budgets['concurrent_sequences']} × {budgets['context_tokens']:,} tokens)"
     bars = [
-        _budget_bar(GPU_X, budgets["weights_bytes"], "model weights", "weights", PALETTE[4]),
-        _budget_bar(GPU_X, budgets["active_kv_bytes"], active, "active_kv", PALETTE[2]),
+        _budget_bar(GPU_X, budgets["weights_bytes"], "model weights", "weights", WEIGHTS),
+        _budget_bar(GPU_X, budgets["active_kv_bytes"], active, "active_kv", ACTIVE_KV),
         _budget_bar(
             HOST_X,
             budgets["host_reusable_bytes"],
             "reusable KV blocks",
             "host_reusable",
-            PALETTE[0],
+            REUSABLE_KV,
         ),
     ]
     if host is not None:
         for i, (name, nbytes) in enumerate((host.get("reserves_bytes") or {}).items()):
             label = f"reserve: {name.replace('_', ' ')}"
-            colour = RESERVE_COLOURS[i % len(RESERVE_COLOURS)]
+            colour = RESERVES[i % len(RESERVES)]
             bars.append(_budget_bar(HOST_X, nbytes, label, f"reserve-{name}", colour))
     return bars
 
@@ -166,9 +169,12 @@ def _capacity_line(index: int, nbytes: int, label: str) -> dict:
         "y0": gib(nbytes),
         "y1": gib(nbytes),
         "line": {"color": INK, "width": 2.5, "dash": "dash"},
+        # from the line's left end rightwards: centred, a label wider than its bar's
+        # slot ran past the plot's left edge and was cut ("U memory (2 GPUs)")
         "label": {
             "text": f"{label}: {gib_number(nbytes)} GiB",
-            "textposition": "middle",
+            "textposition": "start",
+            "xanchor": "left",
             "yanchor": "bottom",
             "font": {"size": 11, "color": INK},
         },
@@ -220,12 +226,10 @@ def routes_figure(report: dict) -> dict:
     """p50 / p90 / p99 / max of prompt and output tokens per model route."""
     routes = report.get("routes") or []
     labels = [r.get("route") or "(no route)" for r in routes]
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("prompt tokens", "output tokens"), horizontal_spacing=0.1
-    )
+    fig = panels(2, ("prompt tokens", "output tokens"), spacing=0.1)
     for col, field in ((1, "prompt_tokens"), (2, "output_tokens")):
         stats = [r.get(field) or {"count": 0} for r in routes]
-        for stat, colour in STAT_COLOURS.items():
+        for stat, colour in STATS.items():
             fig.add_trace(
                 go.Bar(
                     x=labels,
@@ -248,8 +252,8 @@ def routes_figure(report: dict) -> dict:
         fig,
         "Request lengths per model route",
         barmode="group",
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 80},
+        legend=LEGEND_FOOT,
+        margin=MARGIN_FOOT,
     )
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     return to_dict(fig)

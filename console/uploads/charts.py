@@ -20,12 +20,16 @@ templates may want to find carry a stable `uid`.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from console.format import gib, window_name
-from console.plotting import MUTED, PALETTE, color, style, to_dict
+from console.log_axis import SECONDS, log_axis
+from console.palette import LABEL_BOX, MUTED, REUSE_FILL, SINGLE_CACHE, series_colour
+from console.plotting import HEIGHT, style, to_dict
 from console.uploads.bar_charts import budgets_figure, routes_figure, segments_figure
 from console.uploads.curve_charts import compare_figure, mrc_figure
 from console.uploads.fleet_charts import admission_figure, fleet_figure, fleet_load_figure
@@ -35,37 +39,81 @@ from console.uploads.fleet_charts import admission_figure, fleet_figure, fleet_l
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 7  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity;
-# 7: routers drawn once each in fixed colours, admission at equal sizes
+CHARTS_VERSION = 8  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity;
+# 7: routers drawn once each in fixed colours, admission at equal sizes; 8: hit-ratio charts
+# over RAM with headroom, the knee and budgets marked, TTL occupancy in its own panel,
+# 1-2-5 log ticks with units, one palette, legends clear of panel titles (#16)
+
+
+# the working set's two panels, each on its own y axis: TTL occupancy (a store-everything
+# cache) runs to several times the useful working set, and on one axis it flattened it
+WORKING_SET_PANELS = (
+    # kind, the series' key, the panel's y axis title, a line's name, its hover's, its dash
+    ("useful", "useful_ws_bytes", "useful working set (GiB)", "≤", "useful ≤", "solid"),
+    ("ttl", "ttl_occupancy_bytes", "TTL occupancy (GiB)", "TTL", "TTL", "dash"),
+)
+WORKING_SET_HEIGHT = HEIGHT + 120
+
+
+def _working_set_trace(window: dict, i: int, panel: tuple, unit: str, per: int) -> go.Scatter:
+    kind, key, _, words, hover_words, dash = panel
+    series = window.get("series") or {}
+    name, w = window_name(window["window_s"]), window["window_s"]
+    label, hover = f"{words} {name}", f"{hover_words} {name}"
+    # the legend names each window once (the useful line's "≤ 5 min"), and a click on it
+    # shows or hides both of its lines; the panels' axes say which line is which
+    return go.Scatter(
+        x=[s / per for s in series.get("t_s", [])],
+        y=[gib(b) for b in series.get(key) or []],
+        mode="lines", name=label, uid=f"{kind}-{w:g}", legendgroup=name,
+        showlegend=kind == "useful",
+        line={"color": series_colour(i), "width": 2 if kind == "useful" else 1.5, "dash": dash},
+        hovertemplate=f"%{{x:.1f}} {unit}<br>{hover}: %{{y:,.2f}} GiB<extra></extra>",
+    )  # fmt: skip
 
 
 def working_set_figure(report: dict) -> dict:
-    """Useful working set (solid) and TTL occupancy (dashed) over time, per window."""
+    """Useful working set (top panel, solid) and TTL occupancy (bottom panel, dashed) over
+    time, a colour per window, each panel on its own y axis."""
     hours = report.get("span_s", 0) > 3 * 3600
     unit, per = ("h", 3600) if hours else ("min", 60)
-    fig = go.Figure()
-    for i, window in enumerate(report.get("windows") or []):
-        series = window.get("series") or {}
-        t = [s / per for s in series.get("t_s", [])]
-        name, colour, w = window_name(window["window_s"]), color(i), window["window_s"]
-        for kind, label, line in (
-            ("useful", f"useful ≤ {name}", {"color": colour, "width": 2}),
-            ("ttl", f"TTL {name}", {"color": colour, "width": 1.5, "dash": "dash"}),
-        ):
-            values = series.get("useful_ws_bytes" if kind == "useful" else "ttl_occupancy_bytes")
-            fig.add_trace(go.Scatter(
-                x=t, y=[gib(b) for b in values or []], mode="lines", name=label,
-                uid=f"{kind}-{w:g}", legendgroup=name, line=line,
-                hovertemplate=f"%{{x:.1f}} {unit}<br>{label}: %{{y:.2f}} GiB<extra></extra>",
-            ))  # fmt: skip
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for row, panel in enumerate(WORKING_SET_PANELS, start=1):
+        for i, window in enumerate(report.get("windows") or []):
+            fig.add_trace(_working_set_trace(window, i, panel, unit, per), row=row, col=1)
+        fig.update_yaxes(title_text=panel[2], rangemode="tozero", tickformat=",", row=row, col=1)
     style(
         fig,
         "Working set over time: useful vs store-everything (TTL)",
-        xaxis={"title": {"text": f"time since first request ({unit})"}, "rangemode": "tozero"},
-        yaxis={"title": {"text": "KV bytes (GiB)"}, "rangemode": "tozero"},
+        height=WORKING_SET_HEIGHT,
         hovermode="x",
     )
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_xaxes(title_text=f"time since first request ({unit})", row=2, col=1)
     return to_dict(fig)
+
+
+# The engine's first bin starts at 1 ms and holds every reuse under its upper edge, the
+# 0 s ones among them (analysis.metrics.tables: a reuse time is counted as at least 1 ms).
+# Reuse times are the requests' logged times apart, so 0 s is a block used again by a
+# request logged at the same time as its previous use (the log's clock ticks in ms or in
+# seconds): parallel requests, or a burst within one tick.
+SAME_INSTANT = "0 s (same instant)"
+
+
+def _seconds(value: float) -> str:
+    if value < 1:
+        return f"{value * 1000:.3g} ms"
+    return f"{value:.3g} s" if value < 1000 else f"{value:,.0f} s"
+
+
+def _bin_words(edges: list[float]) -> list[str]:
+    """Each bin in words for its hover, "reused after 1.36–1.84 ms"; the first one says
+    that it holds the reuses at 0 s."""
+    words = [f"reused after {_seconds(a)}–{_seconds(b)}" for a, b in itertools.pairwise(edges)]
+    if words:
+        words[0] = f"reused at once: {SAME_INSTANT} to {_seconds(edges[1])}"
+    return [*words, words[-1]] if words else []
 
 
 def _reuse_trace(edges: list[float], tokens: list[int]) -> go.Scatter:
@@ -73,14 +121,34 @@ def _reuse_trace(edges: list[float], tokens: list[int]) -> go.Scatter:
         # the value of bin i holds from edges[i] to edges[i+1] (shape hv)
         x=edges,
         y=[*tokens, tokens[-1]],
-        customdata=[*edges[1:], edges[-1]],
+        customdata=_bin_words(edges),
         mode="lines",
-        line={"shape": "hv", "color": PALETTE[0], "width": 1.5},
+        line={"shape": "hv", "color": SINGLE_CACHE, "width": 1.5},
         fill="tozeroy",
+        fillcolor=REUSE_FILL,
         name="tokens reused",
         uid="reuse",
-        hovertemplate="reused after %{x:.3g}–%{customdata:.3g} s<br>%{y:,} tokens<extra></extra>",
+        hovertemplate="%{customdata}<br>%{y:,} tokens<extra></extra>",
     )
+
+
+def _same_instant_label(edges: list[float], tokens: list[int]) -> dict:
+    """The first bin's label, pointing at it from above: "0 s (same instant)"."""
+    return {
+        "xref": "x",
+        "yref": "y",
+        "x": math.log10(edges[0]),  # (annotations take log10 on a log axis)
+        "y": tokens[0],
+        "text": SAME_INSTANT,
+        "showarrow": True,
+        "arrowhead": 0,
+        "arrowcolor": MUTED,
+        "ax": 0,
+        "ay": -28,
+        "xanchor": "left",
+        "font": {"color": MUTED, "size": 11},
+        "bgcolor": LABEL_BOX,
+    }
 
 
 def _window_line(window_s: float) -> dict:
@@ -97,15 +165,19 @@ def _window_line(window_s: float) -> dict:
     }
 
 
-def _window_label(window_s: float) -> dict:
+def _window_label(window_s: float, axis: dict) -> dict:
+    """A window's name beside its line: right of it, or left of a line near the axis's
+    right end (the largest window is often the last bin's edge: its name was cut off)."""
+    low, high = axis["range"]
+    near_end = (math.log10(window_s) - low) / (high - low) > 0.9
     return {
         "xref": "x",
         "yref": "paper",
         "x": math.log10(window_s),
         "y": 1,
-        "xanchor": "left",
+        "xanchor": "right" if near_end else "left",
         "yanchor": "top",
-        "xshift": 3,
+        "xshift": -3 if near_end else 3,
         "showarrow": False,
         "text": window_name(window_s),
         "font": {"color": MUTED, "size": 11},
@@ -124,7 +196,7 @@ def _first_reference_note(first: int) -> dict:
         "align": "left",
         "text": f"not shown: {first:,} tokens in first references (no reuse)",
         "font": {"color": MUTED, "size": 11},
-        "bgcolor": "rgba(255,255,255,0.8)",
+        "bgcolor": LABEL_BOX,
     }
 
 
@@ -135,20 +207,25 @@ def reuse_figure(report: dict) -> dict:
     edges = list(hist.get("edges_s") or [])
     tokens = list(hist.get("tokens") or [])
     fig = go.Figure()
-    if edges and tokens:
-        fig.add_trace(_reuse_trace(edges, tokens))
     windows_s = (report.get("params") or {}).get("windows_s") or [
         w["window_s"] for w in report.get("windows") or []
     ]
     shapes = [_window_line(window_s) for window_s in windows_s]
-    annotations = [_window_label(window_s) for window_s in windows_s]
+    # the bins' edges are the axis's ends (no marker to leave room for)
+    axis = log_axis([*edges, *windows_s], SECONDS, "time since the previous reference (log scale)",
+                    pad=0)  # fmt: skip
+    annotations = [_window_label(window_s, axis) for window_s in windows_s]
+    if edges and tokens:
+        fig.add_trace(_reuse_trace(edges, tokens))
+        if tokens[0]:  # reuses at 0 s: the bin at the axis's left edge says so
+            annotations.append(_same_instant_label(edges, tokens))
     first = hist.get("first_reference_tokens")
     if first is not None:
         annotations.append(_first_reference_note(first))
     style(
         fig,
         "When blocks come back: reuse time, weighted by tokens",
-        xaxis={"type": "log", "title": {"text": "time since previous reference (s, log scale)"}},
+        xaxis=axis,
         yaxis={"title": {"text": "tokens reused per bin"}, "rangemode": "tozero"},
         shapes=shapes,
         annotations=annotations,

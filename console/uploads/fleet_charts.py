@@ -2,11 +2,11 @@
 (console.uploads.charts lists them among a report's figures; its rules hold here: every
 number is read from the report, converted for display only).
 
-- the router chart: the fleet hit ratio over the cache capacity per replica (GiB, log
-  axis: the report's `capacity_bytes`, before headroom, as the single-cache chart's), one
-  line per router (the pooled store among them), each router's recommended point (its
-  capacity and the RAM per replica with headroom, both read from the report), and the
-  single-cache ceiling as a dashed reference;
+- the router chart: the fleet hit ratio over the host RAM per replica holding its cache,
+  with headroom (log axis, as the single-cache chart's: console.uploads.ram_axis), one
+  line per router (the pooled store among them), each router's recommended point (at its
+  RAM per replica, read from the report), and the single-cache ceiling as a dashed
+  reference;
 - the load per replica: requests, prompt tokens and prefill tokens (at the recommended
   size) of each replica, grouped by router, so prefix routing's imbalance shows;
 - admission: the usual curve (a block stored at its first use) beside the one storing a
@@ -15,38 +15,33 @@ number is read from the report, converted for display only).
 
 A router that deals exactly as an earlier one (the report's same_partition_as) draws
 nothing of its own: the earlier's legend names it ("round robin (= session)"). Each router
-has one colour on every chart (ROUTER_COLOURS), whichever routers an analysis asked for.
+has one colour on every chart (console.palette.ROUTERS), whichever routers an analysis
+asked for.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from console.format import gib, gib_number, percent
-from console.plotting import INK, LEGEND_TOP, MARGIN, PALETTE, SIDE_LEGEND, color, style, to_dict
+from console.format import gib, gib_number, gib_text, percent
+from console.log_axis import BYTES_IN_GIB, log_axis
+from console.palette import INK, RECOMMENDED, ROUTERS, SINGLE_CACHE, router_colour
+from console.plotting import LEGEND_FOOT, LEGEND_TOP, MARGIN_FOOT, panels, style, to_dict
+from console.uploads.curve_charts import RECOMMENDED_MARKER
 from console.uploads.fleet_words import router_name, use_ordinal
+from console.uploads.ram_axis import ram_gib, ram_title
 
 # the load per replica's panels: the key of a replica's load, the panel's title
 LOAD_PANELS = (
     ("requests", "requests"),
     ("prompt_tokens", "prompt tokens"),
-    ("prefill_tokens", "prefill tokens (at the recommended size)"),
+    ("prefill_tokens", "prefill tokens<br>(at the recommended size)"),
 )
-RECOMMENDED_MARKER = {"size": 11, "line": {"color": "#fff", "width": 1.5}}
-# each router's colour, the same on every chart of every analysis
-ROUTER_COLOURS = {
-    "round_robin": PALETTE[0],
-    "session": PALETTE[1],
-    "prefix": PALETTE[2],
-    "pooled": PALETTE[3],
-}
-OTHER_ROUTER_COLOUR = PALETTE[5]  # a router this console does not know yet
+# each router's colour, the same on every chart of every analysis (the palette's)
+ROUTER_COLOURS = ROUTERS
+# the admission chart's two curves: the usual one is the single-cache curve
+ADMISSION_COLOURS = (SINGLE_CACHE, RECOMMENDED)
 EQUAL_SIZE_MARKER = {"size": 9, "symbol": "circle-open", "line": {"width": 2}}
-
-
-def router_colour(router: str) -> str:
-    return ROUTER_COLOURS.get(router, OTHER_ROUTER_COLOUR)
 
 
 def _drawn(routers: list[dict]) -> list[tuple[dict, str]]:
@@ -63,10 +58,9 @@ def _drawn(routers: list[dict]) -> list[tuple[dict, str]]:
     return drawn
 
 
-def _span(xs: list[float]) -> list[float]:
-    """The leftmost and rightmost positive capacities (a log axis drops the others)."""
-    positive = sorted(x for x in xs if x > 0)
-    return [positive[0], positive[-1]] if positive else [1 / 1024, 1]
+def _span(axis: dict) -> list[float]:
+    """A log axis's ends, in its values (its range is log10)."""
+    return [10**end for end in axis["range"]]
 
 
 def _router_line(router: str) -> dict:
@@ -76,10 +70,10 @@ def _router_line(router: str) -> dict:
     return {"color": router_colour(router), "width": 2.5}
 
 
-def _router_curve(entry: dict, name: str) -> go.Scatter:
+def _router_curve(report: dict, entry: dict, name: str) -> go.Scatter:
     points = entry.get("mrc") or []
     return go.Scatter(
-        x=[gib(p["capacity_bytes"]) for p in points],
+        x=[ram_gib(report, p["capacity_bytes"]) for p in points],
         y=[percent(p["hit_ratio"]) for p in points],
         customdata=[[percent(p["gpu_hit_ratio"]), percent(p["ram_hit_ratio"])] for p in points],
         mode="lines",
@@ -88,7 +82,7 @@ def _router_curve(entry: dict, name: str) -> go.Scatter:
         legendgroup=entry["router"],
         line=_router_line(entry["router"]),
         hovertemplate=(
-            f"{name}<br>%{{x:.2f}} GiB cache per replica<br>%{{y:.1f}}% of prompt tokens hit"
+            f"{name}<br>%{{x:,.2f}} GiB of RAM per replica<br>%{{y:.1f}}% of prompt tokens hit"
             "<br>GPU %{customdata[0]:.1f}% + RAM %{customdata[1]:.1f}%<extra></extra>"
         ),
     )  # fmt: skip
@@ -97,7 +91,7 @@ def _router_curve(entry: dict, name: str) -> go.Scatter:
 def _router_recommended(entry: dict, name: str) -> go.Scatter:
     rec = entry["recommendation"]
     return go.Scatter(
-        x=[gib(rec["capacity_bytes"])],
+        x=[gib(rec["ram_bytes"])],
         y=[percent(rec["hit_ratio"])],
         mode="markers",
         name=f"{name}: recommended",
@@ -106,8 +100,7 @@ def _router_recommended(entry: dict, name: str) -> go.Scatter:
         showlegend=False,
         marker={"color": router_colour(entry["router"]), **RECOMMENDED_MARKER},
         cliponaxis=False,
-        text=[f"recommended {gib_number(rec['capacity_bytes'])} GiB cache capacity per replica"
-              f"<br>→ {gib_number(rec['ram_bytes'])} GiB RAM per replica with headroom"],
+        text=[f"recommended {gib_text(rec['ram_bytes'])} of RAM per replica"],
         hovertemplate=f"{name}<br>%{{text}}<br>%{{y:.1f}}% hit<extra></extra>",
     )  # fmt: skip
 
@@ -127,7 +120,7 @@ def _ceiling_trace(span: list[float], ratio: float) -> go.Scatter:
 
 def _fleet_title(fleet: dict) -> str:
     replicas = fleet["replicas"]
-    title = "Fleet hit ratio vs cache capacity per replica: "
+    title = "Fleet hit ratio vs RAM per replica: "
     title += f"{replicas} replica{'s' * (replicas != 1)}"
     if fleet.get("gpu_cache_bytes"):
         title += f", {gib_number(fleet['gpu_cache_bytes'])} GiB GPU cache each"
@@ -144,22 +137,18 @@ def fleet_figure(report: dict) -> dict | None:
     if not fleet:
         return None
     fig = go.Figure()
-    xs: list[float] = []
     drawn = _drawn(fleet["routers"])
     for entry, name in drawn:
-        curve = _router_curve(entry, name)
-        xs.extend(curve.x)
-        fig.add_trace(curve)
+        fig.add_trace(_router_curve(report, entry, name))
     for entry, name in drawn:
         fig.add_trace(_router_recommended(entry, name))
-    fig.add_trace(_ceiling_trace(_span(xs), fleet["single_cache_ceiling"]))
+    axis = log_axis([x for trace in fig.data for x in trace.x], BYTES_IN_GIB,
+                    ram_title(report, "host RAM per replica"))  # fmt: skip
+    fig.add_trace(_ceiling_trace(_span(axis), fleet["single_cache_ceiling"]))
     style(
         fig,
         _fleet_title(fleet),
-        xaxis={
-            "type": "log",
-            "title": {"text": "cache capacity per replica, before headroom (GiB, log scale)"},
-        },
+        xaxis=axis,
         yaxis={"title": {"text": "fleet token hit ratio (%)"}, "rangemode": "tozero"},
         legend={**LEGEND_TOP, "traceorder": "normal"},
         showlegend=True,
@@ -187,12 +176,7 @@ def fleet_load_figure(report: dict) -> dict | None:
     fleet = report.get("fleet")
     if not fleet:
         return None
-    fig = make_subplots(
-        rows=1,
-        cols=len(LOAD_PANELS),
-        subplot_titles=[title for _, title in LOAD_PANELS],
-        horizontal_spacing=0.08,
-    )
+    fig = panels(len(LOAD_PANELS), [title for _, title in LOAD_PANELS], spacing=0.08)
     for col, (key, label) in enumerate(LOAD_PANELS, start=1):
         for entry, name in _drawn(fleet["routers"]):
             fig.add_trace(_load_bar(entry, name, key, label, col == 1), row=1, col=col)
@@ -200,55 +184,56 @@ def fleet_load_figure(report: dict) -> dict | None:
         fig,
         "Load per replica, by router",
         barmode="group",
-        legend=SIDE_LEGEND,
-        margin={**MARGIN, "r": 130},
+        legend=LEGEND_FOOT,
+        margin=MARGIN_FOOT,
     )
     fig.update_xaxes(title_text="replica", type="category")
     return to_dict(fig)
 
 
-def _admission_curve(points: list[dict], name: str, uid: str, i: int) -> go.Scatter:
+def _admission_curve(report: dict, points: list[dict], name: str, uid: str,
+                     i: int) -> go.Scatter:  # fmt: skip
     return go.Scatter(
-        x=[gib(p["capacity_bytes"]) for p in points],
+        x=[ram_gib(report, p["capacity_bytes"]) for p in points],
         y=[percent(p["hit_ratio"]) for p in points],
         mode="lines",
         name=name,
         uid=uid,
-        line={"color": color(i), "width": 2.5},
-        hovertemplate=f"{name}<br>%{{x:.2f}} GiB<br>%{{y:.1f}}% of prompt tokens hit"
+        line={"color": ADMISSION_COLOURS[i], "width": 2.5},
+        hovertemplate=f"{name}<br>%{{x:,.2f}} GiB of RAM<br>%{{y:.1f}}% of prompt tokens hit"
         "<extra></extra>",
     )
 
 
 def _admission_point(rec: dict, name: str, uid: str, i: int) -> go.Scatter:
     return go.Scatter(
-        x=[gib(rec["capacity_bytes"])],
+        x=[gib(rec["ram_bytes"])],
         y=[percent(rec["hit_ratio"])],
         mode="markers",
         name=f"{name}: recommended",
         uid=uid,
         showlegend=False,
-        marker={"color": color(i), **RECOMMENDED_MARKER},
+        marker={"color": ADMISSION_COLOURS[i], **RECOMMENDED_MARKER},
         cliponaxis=False,
-        text=[f"recommended {gib_number(rec['capacity_bytes'])} GiB "
-              f"→ {gib_number(rec['ram_bytes'])} GiB RAM"],
+        text=[f"recommended {gib_text(rec['ram_bytes'])} of RAM"],
         hovertemplate=f"{name}<br>%{{text}}<br>%{{y:.1f}}% hit<extra></extra>",
     )  # fmt: skip
 
 
-def _equal_size_points(points: list[dict], key: str, name: str, i: int) -> go.Scatter:
+def _equal_size_points(report: dict, points: list[dict], key: str, name: str,
+                       i: int) -> go.Scatter:  # fmt: skip
     """One curve's values at the equal sizes (the report's at_equal_size)."""
     return go.Scatter(
-        x=[gib(p["capacity_bytes"]) for p in points],
+        x=[ram_gib(report, p["capacity_bytes"]) for p in points],
         y=[percent(p[key]) for p in points],
         mode="markers",
         name="at equal sizes",
         uid=f"admission-{'k' if key == 'hit_ratio' else '1'}-at-equal-size",
         legendgroup="at-equal-size",
         showlegend=key == "hit_ratio",
-        marker={"color": color(i), **EQUAL_SIZE_MARKER},
+        marker={"color": ADMISSION_COLOURS[i], **EQUAL_SIZE_MARKER},
         cliponaxis=False,
-        hovertemplate=f"{name}<br>%{{x:.2f}} GiB: %{{y:.1f}}% hit<extra></extra>",
+        hovertemplate=f"{name}<br>%{{x:,.2f}} GiB of RAM: %{{y:.1f}}% hit<extra></extra>",
     )
 
 
@@ -263,18 +248,19 @@ def admission_figure(report: dict) -> dict | None:
     k = admission["store_threshold"]
     admitted = f"stored at its {use_ordinal(k)} use (store_threshold {k})"
     fig = go.Figure()
-    fig.add_trace(_admission_curve(report["mrc"], usual, "admission-1", 0))
-    fig.add_trace(_admission_curve(admission["mrc"], admitted, "admission-k", 1))
+    fig.add_trace(_admission_curve(report, report["mrc"], usual, "admission-1", 0))
+    fig.add_trace(_admission_curve(report, admission["mrc"], admitted, "admission-k", 1))
     fig.add_trace(_admission_point(report["recommendation"], usual, "admission-1-recommended", 0))
     fig.add_trace(_admission_point(admission["recommendation"], admitted,
                                    "admission-k-recommended", 1))  # fmt: skip
     if equal := admission.get("at_equal_size"):
-        fig.add_trace(_equal_size_points(equal, "store_every_block_hit_ratio", usual, 0))
-        fig.add_trace(_equal_size_points(equal, "hit_ratio", admitted, 1))
+        fig.add_trace(_equal_size_points(report, equal, "store_every_block_hit_ratio", usual, 0))
+        fig.add_trace(_equal_size_points(report, equal, "hit_ratio", admitted, 1))
+    axis = log_axis([x for trace in fig.data for x in trace.x], BYTES_IN_GIB, ram_title(report))
     style(
         fig,
         "What admission recovers: storing a block only when it comes back",
-        xaxis={"type": "log", "title": {"text": "cache capacity (GiB, log scale)"}},
+        xaxis=axis,
         yaxis={"title": {"text": "token hit ratio (%)"}, "rangemode": "tozero"},
         legend={**LEGEND_TOP, "traceorder": "normal"},
         showlegend=True,

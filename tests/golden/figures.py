@@ -30,9 +30,22 @@ def golden_report(name: str) -> dict:
     return json.loads((HERE / f"{name}.json").read_text())
 
 
+def _halve_capacities(report: dict) -> None:
+    """Every cache capacity at half its bytes, as the engine writes them for a model of
+    half the bytes per token (capacity = slots x block tokens x the model's bytes)."""
+    admission = report.get("admission") or {}
+    points = [*report["mrc"], report["recommendation"], *(report.get("at_budget") or []),
+              *([report["knee"]] if report.get("knee") else []), *admission.get("mrc", []),
+              *([admission["recommendation"]] if admission else []),
+              *admission.get("at_equal_size", [])]  # fmt: skip
+    for point in points:
+        point["capacity_bytes"] //= 2
+
+
 def with_budgets(report: dict) -> dict:
     """A serving shape on two GPUs (budgets), and a replica that keeps twice the model's
-    bytes per token (the recommendation's "×2 on 2 TP ranks")."""
+    bytes per token (the recommendation's "×2 on 2 TP ranks": its RAM is unchanged, the
+    model's bytes and so every capacity halved)."""
     out = copy.deepcopy(report)
     out["budgets"] = {
         "weights_bytes": 16 * GIB,
@@ -48,6 +61,7 @@ def with_budgets(report: dict) -> dict:
         "gpus": 2,
     }
     out["kv_bytes_per_token"] = out["recommendation"]["replica_kv_bytes_per_token"] // 2
+    _halve_capacities(out)
     return out
 
 
@@ -79,12 +93,43 @@ def with_sessions(report: dict) -> dict:
     return out
 
 
+def _at_budget(report: dict, source: str, ram: int) -> dict:
+    """What `ram` of RAM buys, shaped like the engine's at_budget entry: at the largest of
+    the curve's points whose RAM (capacity x (1 + headroom)) it holds (the engine reads
+    the exact slot count off the whole curve; a point of it is one such count)."""
+    headroom = report["recommendation"]["headroom"]
+    held = [p for p in report["mrc"] if p["capacity_bytes"] * (1 + headroom) <= ram]
+    point = held[-1] if held else {"capacity_slots": 0, "capacity_bytes": 0, "hit_ratio": 0.0}
+    hit = point["hit_ratio"]
+    return {"source": source, "ram_bytes": ram, "capacity_slots": point["capacity_slots"],
+            "capacity_bytes": point["capacity_bytes"], "hit_ratio": hit,
+            "same_session_hit_ratio": 0.0, "cross_session_hit_ratio": hit}  # fmt: skip
+
+
+def short_budget(report: dict) -> dict:
+    """A host of 1 TiB (8 GiB reserved for the OS) that the recommendation does not fit
+    in, a budget of 64 GiB entered, and requests logged at the same instant (tokens in the
+    reuse histogram's first bin, the 0 s one)."""
+    out = copy.deepcopy(report)
+    rec = out["recommendation"]
+    host, reserve = 1024 * GIB, 8 * GIB
+    available = host - reserve
+    rec["host"] = {"host_ram_bytes": host, "reserves_bytes": {"os": reserve},
+                   "available_bytes": available, "fits": rec["ram_bytes"] <= available,
+                   "spare_bytes": available - rec["ram_bytes"]}  # fmt: skip
+    out["params"]["budgets_gib"] = [64.0]
+    out["at_budget"] = [_at_budget(out, "budget", 64 * GIB), _at_budget(out, "host", available)]
+    out["reuse_histogram"]["tokens"][0] = 250_000
+    return out
+
+
 # name -> (golden report, edit)
 VARIANTS: dict[str, tuple[str, Callable[[dict], dict]]] = {
     "sample-reanalysis-budgets": ("sample-reanalysis", with_budgets),  # with a host budget
     "sample-default-budgets": ("sample-default", with_budgets),  # without one
     "mooncake-sampled": ("mooncake-default", sampled),
     "sample-sessions": ("sample-default", with_sessions),  # the stacked band
+    "mooncake-short-budget": ("mooncake-default", short_budget),  # a host it does not fit
 }
 # the curves compare_figure overlays: (label, golden report)
 COMPARED = (("default", "sample-default"), ("re-analysis", "sample-reanalysis"))

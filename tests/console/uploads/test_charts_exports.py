@@ -103,22 +103,36 @@ def test_every_figure_is_plain_json(report, tenant_report, trace_report):
     json.dumps(charts.compare_figure([("a", report), ("b", tenant_report)]), allow_nan=False)
 
 
+def _ram_gib(report: dict, capacity_bytes: int) -> float:
+    """The RAM holding a capacity, by metrics.md section 4's rule: capacity x (1 + headroom)
+    (these reports keep one copy of the model's KV: no replicated heads)."""
+    rec = report["recommendation"]
+    assert rec["replica_kv_bytes_per_token"] == report["kv_bytes_per_token"]
+    return capacity_bytes * (1 + rec["headroom"]) / GIB
+
+
 def test_mrc_points_and_recommendation(report):
     fig = charts.report_figures(report)["mrc"]
     curve = trace(fig, "curve")
-    assert curve["x"] == [p["capacity_bytes"] / GIB for p in report["mrc"]]
+    # the x axis is the RAM the cache takes, with headroom: the card's unit
+    assert curve["x"] == pytest.approx(
+        [_ram_gib(report, p["capacity_bytes"]) for p in report["mrc"]]
+    )
     assert curve["y"] == pytest.approx([p["hit_ratio"] * 100 for p in report["mrc"]])
     assert fig["layout"]["xaxis"]["type"] == "log"
+    assert fig["layout"]["xaxis"]["title"]["text"] == (
+        "host RAM for KV blocks, with 10 % headroom (log scale)")  # fmt: skip
 
     rec = report["recommendation"]
     marker = trace(fig, "recommended")
-    assert marker["x"] == [pytest.approx(rec["capacity_bytes"] / GIB)]
+    # at the recommendation's own RAM, which is the capacity's (up to a byte per rank)
+    assert marker["x"] == [rec["ram_bytes"] / GIB]
+    assert marker["x"][0] == pytest.approx(_ram_gib(report, rec["capacity_bytes"]), abs=1e-9)
     assert marker["y"] == [pytest.approx(rec["hit_ratio"] * 100)]
     # the marker is one of the curve's points
     assert rec["capacity_slots"] in [p["capacity_slots"] for p in report["mrc"]]
-    ram_gib = rec["ram_bytes"] / GIB
-    assert marker["text"][0].startswith("recommended ")
-    assert f"{ram_gib:.3g}" in marker["text"][0] or f"{ram_gib:.2f}" in marker["text"][0]
+    assert marker["text"][0] == (f"recommended {rec['ram_bytes'] / GIB:,.2f} GiB, "
+                                 f"{rec['hit_ratio'] * 100:.1f} % hit")  # fmt: skip
 
     ceiling = trace(fig, "ceiling")
     assert ceiling["name"] == "ceiling"
@@ -142,16 +156,11 @@ def test_mrc_with_a_lifetime_shows_both_ceilings(tenant_report):
 def test_working_set_series_in_gib(report):
     fig = charts.report_figures(report)["working_set"]
     assert report["span_s"] <= 3 * 3600
-    assert "(min)" in fig["layout"]["xaxis"]["title"]["text"]
-    names = [t["name"] for t in fig["data"]]
-    assert names == [
-        "useful ≤ 90 s",
-        "TTL 90 s",
-        "useful ≤ 5 min",
-        "TTL 5 min",
-        "useful ≤ 1 h",
-        "TTL 1 h",
-    ]
+    # the useful working sets first (the top panel), then the TTL occupancies; the legend
+    # names each window once
+    names = [(t["name"], t.get("showlegend", True)) for t in fig["data"]]
+    assert names == [("≤ 90 s", True), ("≤ 5 min", True), ("≤ 1 h", True),
+                     ("TTL 90 s", False), ("TTL 5 min", False), ("TTL 1 h", False)]  # fmt: skip
     for window in report["windows"]:
         series = window["series"]
         useful = trace(fig, f"useful-{window['window_s']:g}")
@@ -160,6 +169,16 @@ def test_working_set_series_in_gib(report):
         assert useful["y"] == pytest.approx([b / GIB for b in series["useful_ws_bytes"]])
         assert ttl["y"] == pytest.approx([b / GIB for b in series["ttl_occupancy_bytes"]])
         assert ttl["line"]["dash"] == "dash" and useful["line"]["color"] == ttl["line"]["color"]
+        assert useful["legendgroup"] == ttl["legendgroup"]  # one click shows or hides both
+        # TTL occupancy on its own y axis, in a panel under the useful working set's
+        assert (useful["xaxis"], useful["yaxis"]) == ("x", "y")
+        assert (ttl["xaxis"], ttl["yaxis"]) == ("x2", "y2")
+    layout = fig["layout"]
+    assert layout["yaxis"]["title"]["text"] == "useful working set (GiB)"
+    assert layout["yaxis2"]["title"]["text"] == "TTL occupancy (GiB)"
+    assert layout["yaxis2"]["domain"][1] < layout["yaxis"]["domain"][0]  # no overlap
+    assert layout["xaxis"]["matches"] == "x2"  # one time axis for both
+    assert "(min)" in layout["xaxis2"]["title"]["text"]
 
 
 @pytest.mark.parametrize(
@@ -257,9 +276,10 @@ def test_routes_without_lengths():
 def test_compare_figure(report, tenant_report):
     fig = charts.compare_figure([("global", report), ("tenant", tenant_report)])
     for i, r in enumerate((report, tenant_report)):
-        assert trace(fig, f"curve-{i}")["x"] == [p["capacity_bytes"] / GIB for p in r["mrc"]]
+        assert trace(fig, f"curve-{i}")["x"] == pytest.approx(
+            [_ram_gib(r, p["capacity_bytes"]) for p in r["mrc"]])  # fmt: skip
         rec = trace(fig, f"recommended-{i}")
-        assert rec["x"] == [pytest.approx(r["recommendation"]["capacity_bytes"] / GIB)]
+        assert rec["x"] == [r["recommendation"]["ram_bytes"] / GIB]
         assert rec["y"] == [pytest.approx(r["recommendation"]["hit_ratio"] * 100)]
     assert trace(fig, "curve-1")["name"] == "tenant"
 
@@ -444,7 +464,7 @@ def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
     below = [p for p in report["mrc"] if p["capacity_slots"] < 100 / 0.25]
     assert below and all(p["resolved"] is False for p in below)
     trace = next(t for t in mrc_figure(report)["data"] if t.get("uid") == "unresolved")
-    assert trace["x"] == [p["capacity_bytes"] / 2**30 for p in below]
+    assert trace["x"] == pytest.approx([_ram_gib(report, p["capacity_bytes"]) for p in below])
 
 
 def test_numeric_axes_skip_plotlys_second_layout_pass(report):

@@ -102,14 +102,17 @@ def test_round_robin_and_prefix_on_two_replicas_by_hand(client, analyst, four_re
     ceiling = next(t for t in figures["fleet"]["data"] if t["uid"] == "single-cache-ceiling")
     assert ceiling["y"] == [75.0, 75.0]
     recommended = figures["fleet"]["data"][2]
-    assert (recommended["x"], recommended["y"]) == ([2 * SLOT_BYTES / GIB], [50.0])
-    # the x axis is the cache capacity (2 slots: 0.125 GiB), not the RAM with headroom (the
-    # table's ceil(2 * 64 MiB * 1.1) bytes = 0.1375 GiB, three digits on a chart: 0.138);
-    # the recommended point says both
+    # the x axis is the RAM per replica with headroom, the table's: the recommended point
+    # sits at its ceil(2 * 64 MiB * 1.1) bytes, and says them as the table does
+    assert (recommended["x"], recommended["y"]) == ([ram / GIB], [50.0])
     assert figures["fleet"]["layout"]["xaxis"]["title"]["text"] == (
-        "cache capacity per replica, before headroom (GiB, log scale)")  # fmt: skip
-    assert recommended["text"] == ["recommended 0.125 GiB cache capacity per replica<br>"
-                                   "→ 0.138 GiB RAM per replica with headroom"]  # fmt: skip
+        "host RAM per replica, with 10 % headroom (log scale)")  # fmt: skip
+    assert recommended["text"] == ["recommended 0.14 GiB of RAM per replica"]
+    # the curve's two-slot point is at the RAM holding 2 slots: 2 * 64 MiB * 1.1
+    (curve,) = [t for t in figures["fleet"]["data"] if t["uid"] == "fleet-round_robin"]
+    at_two = [x for x, slots in zip(curve["x"], (p["capacity_slots"] for p in
+              by_router["round_robin"]["mrc"]), strict=True) if slots == 2]  # fmt: skip
+    assert at_two == [pytest.approx(2 * SLOT_BYTES * 1.1 / GIB)]
     requests = next(t for t in figures["fleet_load"]["data"] if t["uid"] == "load-requests-prefix")
     assert requests["y"] == [4, 0]
     for name in ("fleet", "fleet_load", "admission"):
@@ -177,12 +180,14 @@ def test_admission_is_explained_with_both_sizes(client, analyst, four_requests):
         "at this size: the one-offs it keeps out are fewer than the second uses it gives up."
         in text
     )
-    # the chart marks both curves at that size: 75 % and 50 % at 0.125 GiB
+    # the chart marks both curves at that size: 75 % and 50 % at the RAM holding 0.125 GiB
+    # of cache, with 10 % headroom (the chart's x axis)
     figures = {name: fig for name, fig in analysis.figures}
     marks = {t["uid"]: (t["x"], t["y"]) for t in figures["admission"]["data"]
              if t["uid"].endswith("at-equal-size")}  # fmt: skip
-    assert marks == {"admission-1-at-equal-size": ([2 * SLOT_BYTES / GIB], [75.0]),
-                     "admission-k-at-equal-size": ([2 * SLOT_BYTES / GIB], [50.0])}  # fmt: skip
+    at = pytest.approx([2 * SLOT_BYTES * 1.1 / GIB])
+    assert marks == {"admission-1-at-equal-size": (at, [75.0]),
+                     "admission-k-at-equal-size": (at, [50.0])}  # fmt: skip
     # one cache fed all of the traffic: no fleet, so the headline cards need no label
     assert "data-one-cache" not in page
     # no fleet asked for: a hint to the form instead of the section

@@ -226,7 +226,7 @@ def test_one_hover_on_the_curve_names_the_total_and_both_parts(agents):
                                     p["cross_session_hit_ratio"] * 100]
                                    for p in agents.report["mrc"]]  # fmt: skip
     assert curve["hovertemplate"] == (
-        "%{x:.2f} GiB<br>%{y:.1f}% of prompt tokens hit"
+        "%{x:,.2f} GiB of RAM<br>%{y:.1f}% of prompt tokens hit"
         "<br>same-session (conversation history): %{customdata[0]:.1f}%"
         "<br>cross-session (shared material): %{customdata[1]:.1f}%<extra></extra>"
     )
@@ -234,7 +234,7 @@ def test_one_hover_on_the_curve_names_the_total_and_both_parts(agents):
     # recommended marker's tooltip shows at the marker, not in a box for the whole x
     assert figure["layout"].get("hovermode", "closest") == "closest"
     (rec,) = [trace for trace in figure["data"] if trace.get("uid") == "recommended"]
-    assert rec["hovertemplate"] == "%{text}<br>%{y:.1f}% hit<extra></extra>"
+    assert rec["hovertemplate"] == "%{text}<extra></extra>"
 
 
 def test_the_downloads_carry_the_split(client, analyst, agents):

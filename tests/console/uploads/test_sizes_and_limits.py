@@ -84,10 +84,12 @@ def test_heads_fewer_than_ranks_are_sized_per_rank_on_the_page_and_in_every_down
     assert "16,384 bytes per token each" in page
     assert "8 KV heads on 16 ranks, so heads are replicated" in page
     assert "262,144 bytes per token, more than the model's 131,072" in page
-    # the chart says why the RAM is more than the curve's capacity * 1.1
+    # the chart's x axis is the RAM, and says why it is more than the curve's capacity * 1.1
     mrc = dict(analysis.figures)["mrc"]
     marker = next(t for t in mrc["data"] if t.get("uid") == "recommended")
-    assert "×2 on 16 TP ranks" in marker["text"][0]
+    assert marker["x"] == [16 * per_rank / GIB]
+    title = "host RAM for KV blocks, with 10 % headroom and ×2 KV on 16 TP ranks (log scale)"
+    assert mrc["layout"]["xaxis"]["title"]["text"] == title
 
     report = json.loads(
         client.get(reverse("analysis_download", args=[analysis.pk, "report.json"])).content
