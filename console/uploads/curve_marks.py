@@ -43,7 +43,8 @@ def knee_mark(report: dict) -> Mark | None:
     knee = report.get("knee")
     if not knee:
         return None
-    ram = knee["capacity_bytes"] * ram_factor(report)
+    # the engine's own RAM for it (as the first screen's card); older reports: converted
+    ram = knee.get("ram_bytes") or knee["capacity_bytes"] * ram_factor(report)
     label = f"knee: {percent_text(knee['hit_ratio'])} at {gib_text(ram)}"
     return Mark("knee", label, gib(ram), knee["hit_ratio"], KNEE, "dot", "diamond")
 
