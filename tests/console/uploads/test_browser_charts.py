@@ -20,7 +20,9 @@ browser_page = browser_fixtures.browser_page
 # a short window: the analysis page's charts start below it, the last several screens
 # down (the first within charts.js's margin of one screen below it: the cards above the
 # charts grew with their same-session / cross-session lines, #14)
-VIEWPORT = {"width": 1280, "height": 400}
+# short enough that the page's last charts are two screens below the first screen, tall
+# enough that the first chart (below the first screen's figures) is within one
+VIEWPORT = {"width": 1280, "height": 600}
 # each chart's state and where it was with the page at its top
 STATES = """() => [...document.querySelectorAll('[data-figure]')].map((el) => ({
   id: el.id, drawn: el.dataset.drawn || null,
