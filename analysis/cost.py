@@ -7,6 +7,8 @@ user's prices. Plain arithmetic, every assumption named and returned with the fi
   priced at `gpu_per_hour`;
 - the RAM is the size's host RAM with headroom (per replica, times the replicas for a
   fleet router), priced at `ram_per_gib_month`;
+- with a fleet router, only the hits host RAM adds count (`ram_hit_ratio`): the GPU prefix
+  cache's hit as much with no host RAM at all;
 - loading the hit's KV from RAM costs nothing here (see "Does offload pay?" for the time).
 
 The size where one more GiB stops paying is the curve point with the largest net saving
@@ -44,8 +46,9 @@ def cost_view(report: dict, prices: Prices, router: str | None = None) -> dict:
     prices.validate()
     tokens_per_month = prompt_tokens_per_hour(report) * HOURS_PER_MONTH
     replicas, points = _curve(report, router)
+    gpu = _gpu_hit_ratio(report, router)
     rows = [
-        _row(report, prices, tokens_per_month, replicas, p["capacity_slots"], p["hit_ratio"])
+        _row(report, prices, tokens_per_month, replicas, p["capacity_slots"], p["hit_ratio"], gpu)
         for p in points
     ]
     for before, row in pairwise(rows):
@@ -78,7 +81,16 @@ def cost_at(report: dict, prices: Prices, capacity_slots: int, hit_ratio: float,
     prices.validate()
     replicas, _ = _curve(report, router)
     tokens_per_month = prompt_tokens_per_hour(report) * HOURS_PER_MONTH
-    return _row(report, prices, tokens_per_month, replicas, capacity_slots, hit_ratio)
+    gpu = _gpu_hit_ratio(report, router)
+    return _row(report, prices, tokens_per_month, replicas, capacity_slots, hit_ratio, gpu)
+
+
+def _gpu_hit_ratio(report: dict, router: str | None) -> float:
+    """The hit ratio the router's GPU prefix caches reach without host RAM (0: one cache)."""
+    if router is None:
+        return 0.0
+    entry = next(e for e in report["fleet"]["routers"] if e["router"] == router)
+    return float(entry.get("gpu_hit_ratio") or 0.0)
 
 
 def _curve(report: dict, router: str | None) -> tuple[int, list[dict]]:
@@ -93,14 +105,15 @@ def _curve(report: dict, router: str | None) -> tuple[int, list[dict]]:
 
 
 def _row(report: dict, prices: Prices, tokens_per_month: float, replicas: int,
-         slots: int, hit_ratio: float) -> dict:  # fmt: skip
+         slots: int, hit_ratio: float, gpu_hit_ratio: float) -> dict:  # fmt: skip
     rec = report["recommendation"]
     rank_bytes_per_token = int(rec["per_rank_kv_bytes_per_token"])
     per_rank = per_rank_ram(slots, int(report["block_tokens"]), rank_bytes_per_token,
                             float(rec["headroom"]))  # fmt: skip
     ram_per_replica = per_rank * int(rec["tp"])
     ram = ram_per_replica * replicas
-    gpu_hours = hit_ratio * tokens_per_month / prices.prefill_tokens_per_s / 3600
+    ram_hit_ratio = max(hit_ratio - gpu_hit_ratio, 0.0)  # what host RAM adds
+    gpu_hours = ram_hit_ratio * tokens_per_month / prices.prefill_tokens_per_s / 3600
     saved = gpu_hours * prices.gpu_per_hour
     ram_cost = ram / GIB * prices.ram_per_gib_month
     return {
@@ -108,6 +121,7 @@ def _row(report: dict, prices: Prices, tokens_per_month: float, replicas: int,
         "ram_per_replica_bytes": ram_per_replica,
         "ram_bytes": ram,
         "hit_ratio": hit_ratio,
+        "ram_hit_ratio": ram_hit_ratio,
         "gpu_hours_saved_per_month": gpu_hours,
         "saved_per_month": saved,
         "ram_cost_per_month": ram_cost,

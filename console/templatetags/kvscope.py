@@ -170,6 +170,8 @@ def signed(value, unit: str = "count") -> str:
     if unit == "relative":  # a change as a fraction of its baseline
         return f"{sign}{magnitude * 100:.1f} %"
     if unit == "bytes":
+        if magnitude < 1024:  # a byte or two of rounding (per rank x tp): no difference
+            return "±0.00 GiB"
         return f"{sign}{gib_size(magnitude)}"
     return f"{sign}{num(magnitude)}"
 

@@ -44,6 +44,19 @@ MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
 MAX_GPU_CACHE_GIB = MAX_GPU_GIB * 64  # a replica's prefix cache: every GPU of the widest TP
 
 
+def _budgets(value: str) -> list[float]:
+    """Budgets of host RAM per replica, in GiB: what each buys is on the first screen."""
+    try:
+        budgets = [float(part) for part in value.replace(",", " ").split()]
+    except ValueError:
+        raise forms.ValidationError("Budgets are GiB per replica, e.g. “256 512”.") from None
+    if any(not math.isfinite(b) or not 0 < b <= MAX_HOST_GIB for b in budgets):
+        raise forms.ValidationError(f"Give each budget in GiB, above 0 and up to {MAX_HOST_GIB:,}.")
+    if len(budgets) > 6:
+        raise forms.ValidationError("At most 6 budgets.")
+    return sorted(set(budgets))
+
+
 def _windows(value: str) -> list[float]:
     try:
         windows = [float(part) for part in value.replace(",", " ").split()]
@@ -132,6 +145,11 @@ class AnalysisForm(forms.Form):
     )
     host_ram_gib = forms.FloatField(
         required=False, min_value=0, max_value=MAX_HOST_GIB, label="Host RAM (GiB)"
+    )
+    budgets_gib = forms.CharField(
+        required=False,
+        label="Budgets to price (GiB per replica)",
+        help_text="e.g. “256 512”: the first screen says what each buys.",
     )
     gpu_memory_gib = forms.FloatField(
         required=False, min_value=1, max_value=MAX_GPU_GIB, label="GPU memory (GiB)"
@@ -239,6 +257,9 @@ class AnalysisForm(forms.Form):
         value = self.cleaned_data.get("warmup")
         return percentage(DEFAULTS.warmup) if value is None else value
 
+    def clean_budgets_gib(self):
+        return _budgets(self.cleaned_data["budgets_gib"])
+
     def clean_windows(self):
         return _windows(self.cleaned_data["windows"])
 
@@ -329,6 +350,7 @@ def analysis_initial(params: dict, block_tokens: int) -> dict:
     """Form values from a stored analysis, to re-run it with changes."""
     initial = {k: v for k, v in params.items() if k != "model_config"}
     initial["windows"] = " ".join(f"{w:g}" for w in params.get("windows", []))
+    initial["budgets_gib"] = " ".join(f"{b:g}" for b in params.get("budgets_gib") or [])
     initial["block_tokens"] = block_tokens
     for name in PERCENT_FIELDS:  # stored as shares, shown as percentages
         if params.get(name) is not None:

@@ -38,12 +38,10 @@ def first_screen(report: dict) -> dict:
         "router": router,
         "subject": _subject(report, router),
         "recommendation": shown,
-        "host": _host(report, shown, router),
+        "host": _host(report, shown, entry),
         "knee": _knee(report),
         "budgets": [
-            _asked(report, e["ram_bytes"], router)
-            for e in report.get("at_budget", [])
-            if e["source"] == "budget" and report.get("curve_steps")
+            _exact(report, e, entry) for e in _entries(report, entry) if e["source"] == "budget"
         ],
         "can_ask": bool(report.get("curve_steps")),
         "why": why_larger(report, shown),
@@ -74,19 +72,38 @@ def _subject(report: dict, router: str | None) -> str:
     return f"each of {replicas} replicas with {router_phrase(router)}"
 
 
-def _host(report: dict, rec: dict, router: str | None) -> dict | None:
+def _entries(report: dict, entry: dict | None) -> list[dict]:
+    """The exact at_budget entries of the single cache, or of the router per replica."""
+    return (entry if entry is not None else report).get("at_budget") or []
+
+
+def _exact(report: dict, at: dict, entry: dict | None) -> dict:
+    """An exact at_budget entry in the shape of a reading (buys), with its sentence."""
+    rec = report["recommendation"]
+    host = rec.get("host")
+    got = {
+        **at,
+        "router": entry["router"] if entry is not None else None,
+        "ceiling": entry["ceiling"] if entry is not None else rec["ceiling"],
+        "within": 0.0,
+        "host_fits": at["ram_bytes"] <= host["available_bytes"] if host else None,
+    }
+    return {**got, "sentence": answer_sentence(got)}
+
+
+def _host(report: dict, rec: dict, entry: dict | None) -> dict | None:
     """The host's fit and what its available RAM buys (also when the recommendation does
-    not fit: above all then)."""
+    not fit: above all then), from the engine's exact at_budget."""
     host = report["recommendation"].get("host")
     if not host:
         return None
     available = host["available_bytes"]
-    fits = rec["ram_bytes"] <= available
+    at = next((e for e in _entries(report, entry) if e["source"] == "host"), None)
     return {
         **host,
-        "fits": fits,
+        "fits": rec["ram_bytes"] <= available,
         "spare_bytes": available - rec["ram_bytes"],
-        "buys": _asked(report, available, router) if report.get("curve_steps") else None,
+        "buys": _exact(report, at, entry) if at is not None else None,
     }
 
 
@@ -116,7 +133,7 @@ def _asked(report: dict, ram_bytes: int, router: str | None) -> dict:
 def answer_sentence(got: dict) -> str:
     """ "512.00 GiB per replica buys a 14.2 % hit ratio (of a 65.1 % ceiling); it fits the
     host." — the words of a reading, for the page and the field's answer alike."""
-    per = "per replica" if got["router"] else "of host RAM"
+    per = f"per replica with {router_phrase(got['router'])}" if got["router"] else "of host RAM"
     text = (
         f"{gib_text(got['ram_bytes'])} {per} buys a {percent_text(got['hit_ratio'])} hit ratio "
         f"(of a {percent_text(got['ceiling'])} ceiling)"

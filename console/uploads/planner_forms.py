@@ -33,7 +33,8 @@ class CostForm(forms.Form):
         min_value=0.0001, max_value=1e6, label="GPU price (per hour)",
         widget=forms.NumberInput(attrs={"step": "any", "inputmode": "decimal"}),
     )  # fmt: skip
-    prefill_tokens_per_s = forms.FloatField(
+    # its own name: the offload estimate's form on the same page reads prefill_tokens_per_s
+    cost_prefill_tokens_per_s = forms.FloatField(
         required=False, min_value=1, max_value=1e9, label="Prefill throughput (tokens/s)",
         help_text=f"Blank: {DEFAULT_PREFILL_TOKENS_PER_S:,.0f}, the offload estimate's default.",
     )  # fmt: skip
@@ -43,5 +44,6 @@ class CostForm(forms.Form):
         return Prices(
             ram_per_gib_month=data["ram_price"],
             gpu_per_hour=data["gpu_price"],
-            prefill_tokens_per_s=data.get("prefill_tokens_per_s") or DEFAULT_PREFILL_TOKENS_PER_S,
+            prefill_tokens_per_s=data.get("cost_prefill_tokens_per_s")
+            or DEFAULT_PREFILL_TOKENS_PER_S,
         )

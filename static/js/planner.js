@@ -39,3 +39,14 @@
   form.addEventListener("submit", (event) => { event.preventDefault(); clearTimeout(timer); ask(); });
   input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(ask, 250); });
 })();
+
+// A link to the re-analysis form opens it (a closed <details> hides the field it points to).
+(function () {
+  "use strict";
+  function openForm() {
+    const panel = document.getElementById("analysis-form");
+    if (panel && location.hash === "#analysis-form") panel.open = true;
+  }
+  window.addEventListener("hashchange", openForm);
+  openForm();
+})();

@@ -68,3 +68,27 @@ def test_no_price_no_cost():
         Prices(ram_per_gib_month=0, gpu_per_hour=3).validate()
     with pytest.raises(ValueError, match="prefill throughput"):
         Prices(ram_per_gib_month=1, gpu_per_hour=3, prefill_tokens_per_s=0).validate()
+
+
+def test_a_fleet_router_counts_only_what_host_ram_adds_over_its_gpu_cache():
+    # a hand-made report: 3,600 prompt tokens an hour (2,628,000 a month), 4 replicas of 1
+    # rank at 1 byte a token, 10-token blocks, no headroom; the router's GPU prefix caches
+    # hit 0.2 whatever the host RAM, 0.5 with 100 blocks per replica of it
+    report = {
+        "span_s": 3600, "prompt_tokens": 3600, "block_tokens": 10,
+        "recommendation": {"per_rank_kv_bytes_per_token": 1, "headroom": 0.0, "tp": 1},
+        "fleet": {"replicas": 4, "routers": [{"router": "prefix", "gpu_hit_ratio": 0.2, "mrc": [
+            {"capacity_slots": 1, "hit_ratio": 0.2}, {"capacity_slots": 100, "hit_ratio": 0.5}]}]},
+    }  # fmt: skip
+    prices = Prices(ram_per_gib_month=GIB, gpu_per_hour=36, prefill_tokens_per_s=1)
+    view = cost_view(report, prices, router="prefix")
+    one, hundred = view["points"]
+    # one block: RAM adds nothing (0.2 - 0.2), and costs 4 replicas x 10 bytes at 1 a byte
+    assert one["ram_hit_ratio"] == 0 and one["saved_per_month"] == 0
+    assert one["ram_bytes"] == 40 and one["ram_cost_per_month"] == pytest.approx(40)
+    # 100 blocks: RAM adds 0.3 of 2,628,000 tokens, 219 GPU-hours at 1 token/s, 7,884 at 36;
+    # 4 x 1,000 bytes of RAM cost 4,000
+    assert hundred["gpu_hours_saved_per_month"] == pytest.approx(0.3 * 2_628_000 / 3600)
+    assert hundred["saved_per_month"] == pytest.approx(7884)
+    assert hundred["net_per_month"] == pytest.approx(7884 - 4000)
+    assert view["best"] is hundred and view["replicas"] == 4

@@ -78,9 +78,15 @@ def test_a_router_reads_its_own_curve():
     # so each second request still hits its "a": 2 x 4 of 32
 
     stream = stream_of([(0, "ab", None), (1, "ac", None), (2, "ab", None), (3, "ac", None)])
-    params = AnalysisParams(fleet=FleetParams(replicas=2, routers=("round_robin",)), headroom=0)
+    slot = 4 * AnalysisParams().profile.kv_bytes_per_token()
+    params = AnalysisParams(fleet=FleetParams(replicas=2, routers=("round_robin",)), headroom=0,
+                            budgets_gib=(2 * slot / GIB, slot / GIB))  # fmt: skip
     report = analyze(stream, params).to_dict()
-    slot = report["slot_bytes"]
+    assert report["slot_bytes"] == slot
+    # the router's own at_budget, exact: per replica, no GPU cache here
+    entries = report["fleet"]["routers"][0]["at_budget"]
+    assert [(e["capacity_slots"], e["hit_ratio"], e["gpu_hit_ratio"]) for e in entries] == [
+        (2, 16 / 32, 0.0), (1, 8 / 32, 0.0)]  # fmt: skip
     assert buys(report, 2 * slot, "round_robin")["hit_ratio"] == 16 / 32
     assert buys(report, 1 * slot, "round_robin")["hit_ratio"] == 8 / 32
     assert buys(report, slot - 1, "round_robin")["hit_ratio"] == 0.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.metrics.at_budget import at_budgets
 from analysis.metrics.curve import HitCurve, hit_share
 from analysis.metrics.curve_steps import curve_steps
 from analysis.metrics.fleet.curve import RouterCurve, replicas_of_requests, router_curve
@@ -145,9 +146,30 @@ def _router_entry(
         "gpu_hit_ratio": gpu_ratio,
         "mrc": _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots),
         "curve_steps": curve_steps(curve.total, inputs.counted_tokens),
+        # what each budget, and the host, buys per replica under this router (section 9)
+        "at_budget": _at_budgets(curve, inputs, params, block_tokens),
         "recommendation": _recommendation(rec, gpu_ratio),
         "load": _load(curve, inputs, rec.capacity_slots, replicas),
     }
+
+
+def _at_budgets(curve: RouterCurve, inputs: FleetInputs, params: AnalysisParams,
+                block_tokens: int) -> list[dict]:  # fmt: skip
+    """at_budget on the router's curve per replica, each entry's GPU share said apart (the
+    GPU prefix cache hits the same at every host size)."""
+    rank = params.profile.kv_bytes_per_token_per_rank(params.tp, params.kv_dtype)
+    kv = params.profile.kv_bytes_per_token(params.kv_dtype)
+    entries = at_budgets(_as_hit_curve(curve), inputs.counted_tokens, block_tokens, rank, kv,
+                         params)  # fmt: skip
+    gpu = hit_share(curve.gpu_tokens, inputs.counted_tokens)
+    return [
+        {
+            key: e[key]
+            for key in ("source", "ram_bytes", "capacity_slots", "capacity_bytes", "hit_ratio")
+        }
+        | {"gpu_hit_ratio": gpu, "ram_hit_ratio": max(e["hit_ratio"] - gpu, 0.0)}
+        for e in entries
+    ]
 
 
 def _recommendation(rec: Recommendation, gpu_ratio: float) -> dict:

@@ -12,8 +12,10 @@ from django.urls import reverse
 
 from analysis.cost import Prices, cost_view
 from analysis.metrics.at_budget import buys
-from console.templatetags.kvscope import gib, money, pct
-from tests.console.factories import PASSWORD, rerun
+from console.models import Analysis
+from console.templatetags.kvscope import gib, money, pct, signed
+from tests.console.factories import PASSWORD, opened_analysis_form, rerun
+from tests.console.waiting import finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
@@ -90,3 +92,46 @@ def test_no_price_no_cost_view_and_with_prices_the_engines_figures(client, short
     assert "30,000 tokens/s" in page  # the offload estimate's default throughput, stated
     refused = client.get(detail, {"ram_price": "0", "gpu_price": "2.5"}).content.decode()
     assert "data-cost-verdict" not in refused and 'role="alert"' in refused
+
+
+def test_a_fleets_first_screen_is_the_default_routers_per_replica(client, analysis, analyst):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    half = analysis.report["recommendation"]["ram_bytes"] / 4 / GIB
+    reserves = {k: 0 for k in analysis.params if k.startswith("reserve_")}
+    fleet = rerun(analysis, analyst, replicas=2, host_ram_gib=half, **reserves)
+    report = fleet.report
+    best = max((r for r in report["fleet"]["routers"] if r["router"] != "pooled"),
+               key=lambda r: r["ceiling"])  # fmt: skip
+    page = client.get(reverse("analysis_detail", args=[fleet.pk])).content.decode()
+    assert _metric(page, "ram_bytes") == gib(best["recommendation"]["ram_bytes"])
+    # what the host buys per replica under that router: its own exact at_budget
+    host = next(e for e in best["at_budget"] if e["source"] == "host")
+    assert _metric(page, "host_buys") == pct(host["hit_ratio"])
+    # the field names the router; the cost view counts what host RAM adds over the GPUs
+    got = client.get(reverse("analysis_buys", args=[fleet.pk]), {"buy_gib": "1"}).json()
+    assert got["router"] == best["router"] and "per replica with" in got["sentence"]
+    view = cost_view(report, Prices(ram_per_gib_month=3, gpu_per_hour=2.5), best["router"])
+    assert all(row["ram_hit_ratio"] == pytest.approx(max(row["hit_ratio"] - best["gpu_hit_ratio"],
+               0)) for row in view["points"])  # fmt: skip
+
+
+def test_a_difference_of_a_few_bytes_is_no_difference():
+    assert signed(1, "bytes") == signed(-1000, "bytes") == "±0.00 GiB"
+    assert signed(GIB, "bytes") == "+1.00 GiB"
+
+
+def test_budgets_typed_on_the_form_are_priced_on_the_first_screen(client, analysis, analyst):
+    assert client.login(username=analyst.username, password=PASSWORD)
+    url = reverse("analysis_new", args=[analysis.upload_id])
+    refused = client.post(url, opened_analysis_form(analysis.block_tokens, budgets_gib="0 x"))
+    assert refused.status_code == 400 and "Budgets are GiB per replica" in refused.content.decode()
+    response = client.post(url, opened_analysis_form(analysis.block_tokens, budgets_gib="2, 0.5"))
+    assert response.status_code == 302
+    done = wait_for(finished(Analysis, Analysis.objects.latest("pk").pk))
+    assert done.params["budgets_gib"] == [0.5, 2.0]
+    page = client.get(reverse("analysis_detail", args=[done.pk])).content.decode()
+    for entry in done.report["at_budget"]:  # each the engine's exact reading, in words
+        assert f"Your budget: {gib(entry['ram_bytes'])} of host RAM buys a " \
+               f"{pct(entry['hit_ratio'])} hit ratio" in page  # fmt: skip
+    # and the form opens again with them
+    assert 'value="0.5 2"' in page
