@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
+from analysis.metrics.at_budget import router_of
 from analysis.metrics.recommend import per_rank_ram
 from analysis.offload import DEFAULT_PREFILL_TOKENS_PER_S, prompt_tokens_per_hour
 
@@ -89,19 +90,14 @@ def _gpu_hit_ratio(report: dict, router: str | None) -> float:
     """The hit ratio the router's GPU prefix caches reach without host RAM (0: one cache)."""
     if router is None:
         return 0.0
-    entry = next(e for e in report["fleet"]["routers"] if e["router"] == router)
-    return float(entry.get("gpu_hit_ratio") or 0.0)
+    return float(router_of(report, router).get("gpu_hit_ratio") or 0.0)
 
 
 def _curve(report: dict, router: str | None) -> tuple[int, list[dict]]:
     """The replicas and the curve points (per replica) of the single cache or a router."""
     if router is None:
         return 1, report["mrc"]
-    fleet = report.get("fleet") or {}
-    for entry in fleet.get("routers", []):
-        if entry["router"] == router:
-            return int(fleet["replicas"]), entry["mrc"]
-    raise ValueError(f"this analysis has no {router!r} router")
+    return int(report["fleet"]["replicas"]), router_of(report, router)["mrc"]
 
 
 def _row(report: dict, prices: Prices, tokens_per_month: float, replicas: int,

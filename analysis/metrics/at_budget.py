@@ -61,7 +61,7 @@ def buys(report: dict, ram_bytes: int, router: str | None = None) -> dict:
     single cache or one fleet router's curve per replica: the capacity it holds once
     headroom is set aside, the hit ratio there, the ceiling, and whether it fits the host."""
     rec = report["recommendation"]
-    curve = report if router is None else _router(report, router)
+    curve = report if router is None else router_of(report, router)
     slots = budget_slots(ram_bytes, int(report["block_tokens"]),
                          int(rec["per_rank_kv_bytes_per_token"]), int(rec["tp"]),
                          float(rec["headroom"]))  # fmt: skip
@@ -78,7 +78,8 @@ def buys(report: dict, ram_bytes: int, router: str | None = None) -> dict:
     }
 
 
-def _router(report: dict, router: str) -> dict:
+def router_of(report: dict, router: str) -> dict:
+    """A fleet router's entry in a report (ValueError: the analysis did not model it)."""
     for entry in (report.get("fleet") or {}).get("routers", []):
         if entry["router"] == router:
             return entry

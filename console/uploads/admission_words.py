@@ -12,12 +12,17 @@ from console.format import gib_text, percent_text, window_name
 from console.uploads.fleet_words import use_ordinal
 
 
+def longest_window(report: dict) -> dict | None:
+    """The report's longest reuse window (the first of equals), None without windows."""
+    windows = report.get("windows") or []
+    return max(reversed(windows), key=lambda w: w["window_s"]) if windows else None
+
+
 def _useful_sentence(report: dict) -> str:
     """The useful working set, and the longest window's peak if the report has windows."""
-    windows = report.get("windows") or []
+    longest = longest_window(report)
     peak = ""
-    if windows:
-        longest = max(reversed(windows), key=lambda w: w["window_s"])
+    if longest is not None:
         peak = (
             f": reused within {window_name(longest['window_s'])}, it peaks at "
             f"{gib_text(longest['useful_ws_peak_bytes'])}"

@@ -44,12 +44,18 @@ MAX_COUNT = 1_000_000_000  # reuses, tokens of a document
 MAX_GPU_CACHE_GIB = MAX_GPU_GIB * 64  # a replica's prefix cache: every GPU of the widest TP
 
 
+def _numbers(value: str, refusal: str) -> list[float]:
+    """Numbers separated by spaces or commas (float() reads "inf" and "nan" too: callers
+    check what they allow); `refusal` when one is not a number."""
+    try:
+        return [float(part) for part in value.replace(",", " ").split()]
+    except ValueError:
+        raise forms.ValidationError(refusal) from None
+
+
 def _budgets(value: str) -> list[float]:
     """Budgets of host RAM per replica, in GiB: what each buys is on the first screen."""
-    try:
-        budgets = [float(part) for part in value.replace(",", " ").split()]
-    except ValueError:
-        raise forms.ValidationError("Budgets are GiB per replica, e.g. “256 512”.") from None
+    budgets = _numbers(value, "Budgets are GiB per replica, e.g. “256 512”.")
     if any(not math.isfinite(b) or not 0 < b <= MAX_HOST_GIB for b in budgets):
         raise forms.ValidationError(f"Give each budget in GiB, above 0 and up to {MAX_HOST_GIB:,}.")
     if len(budgets) > 6:
@@ -58,10 +64,7 @@ def _budgets(value: str) -> list[float]:
 
 
 def _windows(value: str) -> list[float]:
-    try:
-        windows = [float(part) for part in value.replace(",", " ").split()]
-    except ValueError:
-        raise forms.ValidationError("Windows are seconds, e.g. “300 3600 86400”.") from None
+    windows = _numbers(value, "Windows are seconds, e.g. “300 3600 86400”.")
     # float() reads "inf" and "nan" too: neither is a window
     if not windows or any(not math.isfinite(w) or w <= 0 for w in windows):
         raise forms.ValidationError("Give one or more positive windows in seconds.")

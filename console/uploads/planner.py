@@ -12,6 +12,7 @@ from __future__ import annotations
 from analysis.metrics.at_budget import buys
 from console.format import GIB, gib_text, percent_text, window_name
 from console.policies.fleet import best_router
+from console.uploads.admission_words import longest_window
 from console.uploads.fleet_words import router_phrase
 
 # the largest size the "what does N GiB buy?" field takes: 1 PiB per replica
@@ -51,10 +52,9 @@ def first_screen(report: dict) -> dict:
 def why_larger(report: dict, rec: dict) -> str | None:
     """Why the recommendation is larger than the useful working set, when it is (the
     longest window's peak): the LRU cache stores the one-offs too."""
-    windows = report.get("windows") or []
-    if not windows:
+    longest = longest_window(report)
+    if longest is None:
         return None
-    longest = max(reversed(windows), key=lambda w: w["window_s"])
     peak = longest["useful_ws_peak_bytes"]
     if rec["capacity_bytes"] <= peak:
         return None
