@@ -38,6 +38,8 @@
 
   form.addEventListener("submit", (event) => { event.preventDefault(); clearTimeout(timer); ask(); });
   input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(ask, 250); });
+  // A size typed before this script ran (a slow page) is answered now, not lost.
+  if (input.value.trim() && !output.textContent.trim()) ask();
 })();
 
 // A link to the re-analysis form opens it (a closed <details> hides the field it points to).

@@ -102,6 +102,7 @@ def test_a_planner_reads_what_the_host_buys_and_asks_what_other_sizes_buy(
     )
 
     # --- what does N GiB buy? typed, answered in place -----------------------------------
+    page.wait_for_load_state("load")  # planner.js is deferred: typing waits for it
     page.evaluate("window.__samePage = true")
     answer = page.locator("[data-answer]")
     field = page.locator("input[name=buy_gib]")
