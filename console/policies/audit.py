@@ -12,35 +12,11 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from console.policies.chain import GENESIS, LinkCheck, event_hash
 from console.policies.models import AuditEvent, AuditHead, PolicyError
 
-GENESIS = "0" * 64
 HEAD_ID = 1  # the head is one row
 _LOCK_KEY = 0x6B7673636F7065  # "kvscope": serializes appends on PostgreSQL
-
-
-def _event_hash(
-    prev_hash: str,
-    at: str,
-    actor_name: str,
-    action: str,
-    object_type: str,
-    object_id: str,
-    details: dict,
-) -> str:
-    payload = orjson.dumps(
-        {
-            "prev": prev_hash,
-            "at": at,
-            "actor": actor_name,
-            "action": action,
-            "object_type": object_type,
-            "object_id": object_id,
-            "details": details,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    )
-    return hashlib.sha256(payload).hexdigest()
 
 
 class AuditTrailBroken(PolicyError):
@@ -77,7 +53,7 @@ def record(*, actor, action: str, obj, details: dict | None = None) -> AuditEven
             object_id=object_id,
             details=details,
             prev_hash=prev,
-            hash=_event_hash(
+            hash=event_hash(
                 prev, at.isoformat(), actor_name, action, object_type, object_id, details
             ),
         )
@@ -127,10 +103,6 @@ class VerifiedPrefix:
 # the whole chain once
 _verified: dict[str, VerifiedPrefix] = {}
 _verified_lock = threading.Lock()
-_PREV_MISMATCH = (
-    "its previous-hash does not match the event before it (an event was removed or reordered)"
-)
-_CONTENT_MISMATCH = "its content does not match its hash (the event was changed)"
 # a row as the database stores it (the fingerprint), and as Django reads it (the hash)
 _STORED_COLUMNS = ("pk", "prev_hash", "hash", "stored_at", "actor_name", "action",
                    "object_type", "object_id", "stored_details")  # fmt: skip
@@ -138,17 +110,11 @@ _HASHED_COLUMNS = ("pk", "prev_hash", "hash", "at", "actor_name", "action", "obj
                    "object_id", "details")  # fmt: skip
 
 
-@dataclass
-class _Walk:
+class _Walk(LinkCheck):
     """The chain followed event by event, hashing each: from the genesis or from the end
     of a prefix verified before."""
 
-    prev: str = GENESIS
-    count: int = 0
-    last_pk: int = 0
-    broken: tuple[int, str] | None = None  # (pk, why) of the first bad event
-
-    def run(self, upto: int | None = None) -> _Walk:
+    def run(self, upto: int | None = None) -> _Walk:  # type: ignore[override]
         """Follow the events after last_pk (up to #upto) until the first bad one."""
         events = AuditEvent.objects.filter(pk__gt=self.last_pk).order_by("pk")
         if upto is not None:
@@ -158,29 +124,16 @@ class _Walk:
                 break
         return self
 
-    def step(self, event) -> bool:
-        """Follow one event; False (and `broken` set) when it does not continue the chain."""
-        self.count += 1
-        self.broken = self._fault(event)
-        if self.broken is not None:
-            return False
-        self.prev, self.last_pk = event.hash, event.pk
-        return True
+    def step(self, event) -> bool:  # type: ignore[override]
+        """Follow one row as Django reads it (its time a datetime)."""
+        return super().step(_as_mapping(event))
 
-    def _fault(self, event) -> tuple[int, str] | None:
-        """Why this event does not continue the chain (None when it does)."""
-        if event.prev_hash != self.prev:
-            return event.pk, _PREV_MISMATCH
-        expected = _event_hash(
-            self.prev,
-            event.at.isoformat(),
-            event.actor_name,
-            event.action,
-            event.object_type,
-            event.object_id,
-            event.details,
-        )
-        return (event.pk, _CONTENT_MISMATCH) if event.hash != expected else None
+
+def _as_mapping(row) -> dict:
+    """A row (a named tuple of _HASHED_COLUMNS) as chain.event_fault reads an event."""
+    event = row._asdict()
+    event["at"] = row.at.isoformat()
+    return event
 
 
 def _conclude(walk: _Walk, head: AuditHead | None) -> ChainCheck:
