@@ -23,6 +23,11 @@ def csv_cell(value: object) -> object:
     return "" if value is None else value
 
 
+def csv_uncell(text: str) -> str:
+    """A cell read back as it was before csv_cell quoted it (files kvscope reads again)."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_FORMULA_STARTS) else text
+
+
 def csv_text(header: Iterable[str], rows: Iterable[Iterable[object]]) -> str:
     """The whole file as a str."""
     out = io.StringIO()

@@ -5,6 +5,7 @@ from django.urls import path
 from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
+from console.policies import audit_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 from console.uploads import comparison, planner_views
@@ -48,7 +49,8 @@ urlpatterns = [
     ),
     path("policies/", policy_views.policy_list, name="policy_list"),
     path("policies/new/", policy_views.policy_new, name="policy_new"),
-    path("policies/audit/", policy_views.audit_log, name="audit_log"),
+    path("policies/audit/", audit_views.audit_log, name="audit_log"),
+    path("policies/audit/export.<str:fmt>", audit_views.audit_export, name="audit_export"),
     path("policies/versions/<int:pk>/", policy_views.version_detail, name="policy_version"),
     path("policies/versions/<int:pk>/edit/", policy_views.version_edit, name="policy_edit"),
     path(

@@ -82,6 +82,15 @@ class ChainCheck:
 
 
 @dataclass(frozen=True)
+class Anchor:
+    """The head as a file records it (the database's is an AuditHead row)."""
+
+    events: int
+    last_id: int
+    last_hash: str
+
+
+@dataclass(frozen=True)
 class VerifiedPrefix:
     """Events up to #last_id, `events` of them, verified hash by hash, the last one's
     hash being `last_hash`. `fingerprint` is the SHA-256 of those rows exactly as the
@@ -136,9 +145,10 @@ def _as_mapping(row) -> dict:
     return event
 
 
-def _conclude(walk: _Walk, head: AuditHead | None) -> ChainCheck:
+def conclude(walk: LinkCheck, head: AuditHead | Anchor | None) -> ChainCheck:
     """The walk's first bad event; else whether the chain ends where its head says (a
-    removed tail leaves a chain that verifies)."""
+    removed tail leaves a chain that verifies). The walk may be over the database's rows
+    or over an exported file's events, the head its row or the file's copy of it."""
     count, last_pk, prev = walk.count, walk.last_pk, walk.prev
     anchor = {}
     if head is not None:
@@ -178,7 +188,7 @@ def verify() -> ChainCheck:
     """Recompute every hash in order and report the first break; then check that the
     chain ends where its head says (a removed tail leaves a chain that verifies)."""
     head = AuditHead.objects.filter(pk=HEAD_ID).first()
-    return _conclude(_Walk().run(), head)
+    return conclude(_Walk().run(), head)
 
 
 def verify_cached() -> ChainCheck:
@@ -195,7 +205,7 @@ def verify_cached() -> ChainCheck:
     if walk is None:  # the prefix no longer holds: trust nothing
         walk = _verify_after(None)
         assert walk is not None  # with nothing trusted, nothing can fail to hold
-    return _conclude(walk, head)
+    return conclude(walk, head)
 
 
 def _verify_after(trusted: VerifiedPrefix | None) -> _Walk | None:

@@ -14,10 +14,9 @@ from django.views.decorators.http import require_POST
 from console.format import moment_text
 from console.models import Analysis, JobStatus
 from console.policies import exports
-from console.policies.audit import verify_cached
 from console.policies.body import LABELS
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
-from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
+from console.policies.models import Policy, PolicyVersion, VersionState
 from console.policies.services import (
     SIGNED,
     ChecksFailed,
@@ -370,9 +369,3 @@ def export_text(version: PolicyVersion, name: str, route: str | None = None) -> 
     if name == "vllm":
         return exports.vllm_flags(body, meta)
     return exports.helm_values(body, meta)
-
-
-@reader_required
-def audit_log(request: HttpRequest) -> HttpResponse:
-    events = AuditEvent.objects.order_by("-pk")[:500]
-    return render(request, "policies/audit.html", {"events": events, "chain": verify_cached()})
