@@ -37,7 +37,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PUBLIC = {"healthz", "login", "logout"}
 READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "analysis_status",
               "analysis_download", "compare", "policy_list", "audit_log", "policy_version",
-              "policy_signoff", "policy_export", "upload_replay",
+              "policy_signoff", "policy_export", "upload_replay", "audit_export",
               "upload_replay_download", "evidence_matrix", "evidence_compare",
               "evidence_runs_csv", "evidence_run_raw", "glossary", "evidence_run",
               "analysis_buys"}  # fmt: skip
@@ -183,7 +183,8 @@ def test_every_page_needs_sign_in(world):
             "policy_export": [w["approved"].pk, "lmcache.yaml"],
             "upload_replay": [w["upload"].pk],
             "upload_replay_download": [w["upload"].pk], "evidence_run_raw": [1],
-            "evidence_run": [1], "analysis_buys": [w["analysis"].pk]}  # fmt: skip
+            "evidence_run": [1], "analysis_buys": [w["analysis"].pk],
+            "audit_export": ["json"]}  # fmt: skip
     for name in sorted(READ_PAGES | set(CHANGES)):
         if name in CHANGES:  # POST only (a GET is 405 before anything else)
             response = Client().post(_target(name, w)[0])
