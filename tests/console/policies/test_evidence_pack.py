@@ -21,6 +21,7 @@ from django.utils import timezone
 from console.benchmarks.services import bench_runs_create
 from console.models import Analysis, AuditEvent, AuditHead, BenchRun, JobStatus, PolicyVersion
 from console.policies.body import canonical_json
+from console.policies.chain import CONTENT_MISMATCH, PREV_MISMATCH
 from console.policies.exports import lmcache_files
 from console.policies.pack_check import PackProblem, check_pack
 from console.policies.pack_zip import dos_stamp, zip_bytes
@@ -285,3 +286,68 @@ def test_the_command_line_runs_without_a_database(client, analysis, analyst, app
     refused = run(bad)
     assert refused.returncode == 1
     assert f"{bad}: signoff.json: its SHA-256 is " in refused.stderr
+
+
+def _resealed(raw: bytes, name: str, data: bytes) -> bytes:
+    """The pack with one file replaced and the manifest written again to match it (what a
+    forger would do): only the checks beyond the manifest can catch it."""
+    members = _members(raw)
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        stamp = dos_stamp(archive.infolist()[0].date_time)
+    members[name] = data
+    manifest = orjson.loads(members["manifest.json"])
+    for entry in manifest["files"]:
+        if entry["name"] == name:
+            entry["size"], entry["sha256"] = len(data), _sha(data)
+    rest = {k: v for k, v in manifest.items() if k != "sha256"}
+    manifest["sha256"] = _sha(orjson.dumps(rest, option=orjson.OPT_SORT_KEYS))
+    members["manifest.json"] = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    return zip_bytes(list(members.items()), stamp)
+
+
+def test_a_resealed_pack_is_still_caught_by_the_chain_and_the_signature(
+    client, analysis, analyst, approver, tmp_path
+):
+    version, _ = _signed_version(analysis, analyst, approver)
+    raw = _download(client, approver, version)
+    members = _members(raw)
+    assert _resealed(raw, "README.txt", members["README.txt"]) == raw  # the forger's tool works
+    audit = orjson.loads(members["audit.json"])
+    events = audit["events"]
+    create, link = events[0], next(e for e in events if "action" not in e)
+    after_link = events[events.index(link) + 1]
+
+    def audit_with(changed: list) -> bytes:
+        return _resealed(raw, "audit.json", orjson.dumps(dict(audit, events=changed)))
+
+    renamed = [dict(create, details=dict(create["details"], policy="chat US")), *events[1:]]
+    assert (
+        _rejection(tmp_path, audit_with(renamed))
+        == f"audit.json: event #{create['pk']}: {CONTENT_MISMATCH}"
+    )
+    removed = [e for e in events if e is not link]
+    assert (
+        _rejection(tmp_path, audit_with(removed))
+        == f"audit.json: event #{after_link['pk']}: {PREV_MISMATCH}"
+    )
+    cut, last = events[:-1], events[-2]
+    assert _rejection(tmp_path, audit_with(cut)) == (
+        f"audit.json: the events end at #{last['pk']} sha256 {last['hash']}, but the head "
+        f"recorded is #{audit['head']['last_id']} sha256 {audit['head']['last_hash']}")  # fmt: skip
+    approval = next(e for e in events if e.get("action") == "policy.approve")
+    unsigned = [{k: e[k] for k in ("pk", "prev_hash", "hash")} if e is approval else e
+                for e in events]  # fmt: skip
+    assert _rejection(tmp_path, audit_with(unsigned)) == (
+        f"audit.json: no policy.approve event of version {version.pk} signing {version.digest}"
+    )
+    signoff = orjson.loads(members["signoff.json"])
+    forged = orjson.dumps(dict(signoff, digest="0" * 64))
+    assert _rejection(tmp_path, _resealed(raw, "signoff.json", forged)) == (
+        f"signoff.json: signs {'0' * 64}, but policy.json hashes to {version.digest}"
+    )
+    other = canonical_json(dict(version.body, lifetime_s=7200))
+    both = _resealed(_resealed(raw, "policy.json", other), "policy.sha256",
+                     f"{_sha(other)}  policy.json\n".encode())  # fmt: skip
+    assert _rejection(tmp_path, both) == (
+        f"manifest.json: its digest {version.digest} is not the SHA-256 of policy.json "
+        f"({_sha(other)})")  # fmt: skip
