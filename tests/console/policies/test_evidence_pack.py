@@ -19,7 +19,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.benchmarks.services import bench_runs_create
-from console.models import Analysis, AuditEvent, AuditHead, BenchRun, JobStatus, PolicyVersion
+from console.models import (
+    Analysis,
+    AuditEvent,
+    AuditHead,
+    BenchRun,
+    JobStatus,
+    PolicyVersion,
+    VersionState,
+)
 from console.policies.body import canonical_json
 from console.policies.chain import CONTENT_MISMATCH, PREV_MISMATCH
 from console.policies.exports import lmcache_files
@@ -27,6 +35,7 @@ from console.policies.pack_check import PackProblem, check_pack
 from console.policies.pack_zip import dos_stamp, zip_bytes
 from console.policies.services import (
     policy_create,
+    policy_retire,
     version_approve,
     version_submit,
     version_update,
@@ -351,3 +360,20 @@ def test_a_resealed_pack_is_still_caught_by_the_chain_and_the_signature(
     assert _rejection(tmp_path, both) == (
         f"manifest.json: its digest {version.digest} is not the SHA-256 of policy.json "
         f"({_sha(other)})")  # fmt: skip
+
+
+def test_a_retired_version_keeps_its_pack_with_the_retirement_in_it(
+    client, analysis, analyst, approver, tmp_path
+):
+    version, _ = _signed_version(analysis, analyst, approver)
+    policy_retire(policy=version.policy, user=approver, password=PASSWORD, comment="Gone.")
+    version.refresh_from_db()
+    assert version.state == VersionState.RETIRED
+    raw = _download(client, approver, version)
+    audit = orjson.loads(_members(raw)["audit.json"])
+    retired = [e for e in audit["events"] if e.get("action") == "policy.retire"]
+    # the version's transition, then the policy's own event (an object of its own)
+    assert [(e["object_type"], e["object_id"]) for e in retired] == [
+        ("PolicyVersion", str(version.pk)), ("Policy", str(version.policy_id))]  # fmt: skip
+    # create, edit, submit, approve and the two retirements
+    assert "6 audit events verified (and 2 links)" in _verify(tmp_path, raw)
