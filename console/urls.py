@@ -5,7 +5,7 @@ from django.urls import path
 from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
-from console.policies import audit_views
+from console.policies import audit_views, pack_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 from console.uploads import comparison, planner_views
@@ -82,6 +82,11 @@ urlpatterns = [
         "policies/versions/<int:pk>/export/<str:kind>",
         policy_views.version_export,
         name="policy_export",
+    ),
+    path(
+        "policies/versions/<int:pk>/evidence-pack.zip",
+        pack_views.evidence_pack,
+        name="policy_evidence_pack",
     ),
     path(
         "accounts/login/",

@@ -40,7 +40,7 @@ READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "anal
               "policy_signoff", "policy_export", "upload_replay", "audit_export",
               "upload_replay_download", "evidence_matrix", "evidence_compare",
               "evidence_runs_csv", "evidence_run_raw", "glossary", "evidence_run",
-              "analysis_buys"}  # fmt: skip
+              "analysis_buys", "policy_evidence_pack"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
@@ -181,6 +181,7 @@ def test_every_page_needs_sign_in(world):
             "analysis_download": [w["analysis"].pk, "report.json"],
             "policy_version": [w["approved"].pk], "policy_signoff": [w["approved"].pk],
             "policy_export": [w["approved"].pk, "lmcache.yaml"],
+            "policy_evidence_pack": [w["approved"].pk],
             "upload_replay": [w["upload"].pk],
             "upload_replay_download": [w["upload"].pk], "evidence_run_raw": [1],
             "evidence_run": [1], "analysis_buys": [w["analysis"].pk],
