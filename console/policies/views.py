@@ -134,6 +134,10 @@ def _render_version(
         ]
         if version.state == VersionState.APPROVED
         else [],
+        # the other exports' links: (file name, label), LMCache YAML's being lmcache_files
+        "export_links": [
+            (k, label) for k, (_, name, label) in exports.KINDS.items() if name != "lmcache"
+        ],
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": LABELS,
@@ -307,33 +311,28 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
         "labels": LABELS,
     }
     try:
-        signed_body(version)
+        body = signed_body(version)
     except PolicyError as exc:
         # refuse to present a changed body under the signature it no longer matches
         context["integrity_problem"] = str(exc)
         return render(request, "policies/signoff.html", context, status=409)
+    # what the engines cannot enforce of the policy, listed beside the signature
+    context["engine_gaps"] = exports.gaps(body)
     return render(request, "policies/signoff.html", context)
-
-
-EXPORTS = {
-    "lmcache.yaml": ("application/yaml", "lmcache"),
-    "vllm-serve.sh": ("text/x-shellscript", "vllm"),
-    "helm-values.yaml": ("application/yaml", "helm"),
-}
 
 
 @reader_required
 def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
-    """An export of an approved version. LMCache YAML takes ?route=<route> for that
-    route's file when the routes need different ones (exports.lmcache_files); without it,
-    the first route's (the only file when all routes share one)."""
+    """An export of an approved version (exports.KINDS). LMCache YAML takes ?route=<route>
+    for that route's file when the routes need different ones (exports.lmcache_files);
+    without it, the first route's (the only file when all routes share one)."""
     version = _version(pk)
-    if kind not in EXPORTS:
+    if kind not in exports.KINDS:
         return HttpResponse(status=404)
     if version.state != VersionState.APPROVED:
         messages.error(request, "Only an approved version can be exported.")
         return redirect("policy_version", pk=pk)
-    content_type, name = EXPORTS[kind]
+    content_type, name, _ = exports.KINDS[kind]
     route = request.GET.get("route") if name == "lmcache" else None
     filename = kind
     try:
@@ -350,11 +349,11 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
 
 
 def export_text(version: PolicyVersion, name: str, route: str | None = None) -> str:
-    """An engine configuration of a signed version (refused if its body was changed);
-    for LMCache, the file of `route` (or the only one)."""
+    """An engine configuration of a signed version (refused if its body was changed), by
+    its export name (exports.KINDS); for LMCache YAML, the file of `route` (or the only
+    one)."""
     body = signed_body(version)
     signoff = version.signoff
-    evidence = body.get("evidence") or {}
     meta = {
         "name": version.policy.name,
         "version": version.number,
@@ -364,12 +363,7 @@ def export_text(version: PolicyVersion, name: str, route: str | None = None) -> 
         "lifetime_s": body["lifetime_s"],
         "scope": body["scope"],
     }
-    if name == "lmcache":
-        chunk_size = evidence.get("block_tokens") or 256
-        return exports.lmcache_yaml(body, meta, chunk_size=chunk_size, route=route)
-    if name == "vllm":
-        return exports.vllm_flags(body, meta)
-    return exports.helm_values(body, meta)
+    return exports.render(name, body, meta, route=route)
 
 
 @reader_required
