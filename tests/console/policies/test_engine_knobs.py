@@ -354,3 +354,25 @@ def test_the_new_exports_download_and_the_sign_off_page_lists_the_gaps(client, a
     for gap in gaps:
         assert f"<td>{gap.engine}</td><td><code>{gap.field}</code></td><td>{escape(gap.why)}</td>" \
             in signoff  # fmt: skip
+
+
+def test_with_a_fleet_every_new_export_gives_each_replica_its_engine():
+    body = _body()
+    routers = [{"router": "round_robin", "ceiling": 0.5, "hit_ratio": 0.4, "ram_bytes": 1,
+                "per_rank_bytes": 1}]  # fmt: skip
+    body["evidence"]["fleet"] = {"replicas": 3, "router": "round_robin", "picked": True,
+                                 "routers": routers}  # fmt: skip
+    for kind, first in [("lmcache-server.sh", ["lmcache", "server"]),
+                        ("vllm-offload.sh", ["vllm", "serve"]),
+                        ("sglang-hicache.sh", ["python", "-m"]),
+                        ("dynamo-kvbm.sh", ["vllm", "serve"])]:  # fmt: skip
+        text = _render(kind, body)
+        engines = [w for _, w in _commands(text) if w[:2] == first]
+        assert len(engines) == 3 * len(ROUTES), kind  # each route on each of 3 replicas
+        assert text.count("# replica 3 of 3\n") == len(ROUTES), kind
+        assert "every size is per replica" in text, kind
+    # the quotas are set on every replica's server
+    quotas = [
+        w for _, w in _commands(_render("lmcache-server.sh", body)) if w[1:3] == ["quota", "set"]
+    ]
+    assert len(quotas) == 3 * len(ROUTES) * len(TENANTS)
