@@ -45,7 +45,7 @@ from console.policies.pack_check import (
 )
 from console.policies.pack_zip import dos_stamp, zip_bytes
 from console.policies.services import SIGNED, signed_body
-from console.policies.views import EXPORTS, export_text
+from console.policies.signed_exports import export_text
 
 ACTION = "policy.evidence_pack"  # the audit action of a download
 
@@ -177,9 +177,9 @@ def _run_record(run: BenchRun) -> dict:
 
 
 def _export_files(version: PolicyVersion) -> list[tuple[str, bytes]]:
-    """Every export the version page offers: each LMCache file, vLLM flags, Helm values."""
+    """Every export the version page offers (exports.KINDS), each LMCache file apart."""
     out = []
-    for kind, (_, name) in EXPORTS.items():
+    for kind, (_, name, _label) in exports.KINDS.items():
         if name != "lmcache":
             out.append((f"exports/{kind}", export_text(version, name).encode()))
             continue

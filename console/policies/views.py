@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from console.format import moment_text
 from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.body import LABELS
@@ -34,6 +33,7 @@ from console.policies.services import (
     version_update,
     worked_on,
 )
+from console.policies.signed_exports import export_text
 from console.roles import can_analyze, can_approve, reader_required
 from console.signin import client_address
 from console.web import download, forbidden, is_id
@@ -133,6 +133,10 @@ def _render_version(
         ]
         if version.state == VersionState.APPROVED
         else [],
+        # the other exports' links: (file name, label), LMCache YAML's being lmcache_files
+        "export_links": [
+            (k, label) for k, (_, name, label) in exports.KINDS.items() if name != "lmcache"
+        ],
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": LABELS,
@@ -306,33 +310,28 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
         "labels": LABELS,
     }
     try:
-        signed_body(version)
+        body = signed_body(version)
     except PolicyError as exc:
         # refuse to present a changed body under the signature it no longer matches
         context["integrity_problem"] = str(exc)
         return render(request, "policies/signoff.html", context, status=409)
+    # what the engines cannot enforce of the policy, listed beside the signature
+    context["engine_gaps"] = exports.gaps(body)
     return render(request, "policies/signoff.html", context)
-
-
-EXPORTS = {
-    "lmcache.yaml": ("application/yaml", "lmcache"),
-    "vllm-serve.sh": ("text/x-shellscript", "vllm"),
-    "helm-values.yaml": ("application/yaml", "helm"),
-}
 
 
 @reader_required
 def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
-    """An export of an approved version. LMCache YAML takes ?route=<route> for that
-    route's file when the routes need different ones (exports.lmcache_files); without it,
-    the first route's (the only file when all routes share one)."""
+    """An export of an approved version (exports.KINDS). LMCache YAML takes ?route=<route>
+    for that route's file when the routes need different ones (exports.lmcache_files);
+    without it, the first route's (the only file when all routes share one)."""
     version = _version(pk)
-    if kind not in EXPORTS:
+    if kind not in exports.KINDS:
         return HttpResponse(status=404)
     if version.state != VersionState.APPROVED:
         messages.error(request, "Only an approved version can be exported.")
         return redirect("policy_version", pk=pk)
-    content_type, name = EXPORTS[kind]
+    content_type, name, _ = exports.KINDS[kind]
     route = request.GET.get("route") if name == "lmcache" else None
     filename = kind
     try:
@@ -346,26 +345,3 @@ def version_export(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
         return redirect("policy_version", pk=pk)
     slug = "".join(c if c.isalnum() else "-" for c in version.policy.name.lower())
     return download(text, f"{slug}-v{version.number}-{filename}", content_type)
-
-
-def export_text(version: PolicyVersion, name: str, route: str | None = None) -> str:
-    """An engine configuration of a signed version (refused if its body was changed);
-    for LMCache, the file of `route` (or the only one)."""
-    body = signed_body(version)
-    signoff = version.signoff
-    evidence = body.get("evidence") or {}
-    meta = {
-        "name": version.policy.name,
-        "version": version.number,
-        "digest": version.digest,
-        "approved_at": moment_text(signoff.at, seconds=True),  # in the header comment
-        "approved_by": signoff.approver_name,
-        "lifetime_s": body["lifetime_s"],
-        "scope": body["scope"],
-    }
-    if name == "lmcache":
-        chunk_size = evidence.get("block_tokens") or 256
-        return exports.lmcache_yaml(body, meta, chunk_size=chunk_size, route=route)
-    if name == "vllm":
-        return exports.vllm_flags(body, meta)
-    return exports.helm_values(body, meta)

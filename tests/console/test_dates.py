@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from console.format import moment_text
 from console.models import BenchRun, Upload
-from console.policies.views import export_text
+from console.policies.signed_exports import export_text
 from tests.console.factories import BENCH_TAGS, PASSWORD, approved_version, vllm_file
 
 UTC = dt.UTC

@@ -33,7 +33,7 @@ from console.policies.services import (
     policy_retire,
     version_approve,
 )
-from console.policies.views import export_text
+from console.policies.signed_exports import export_text
 from tests.console.factories import (
     PASSWORD,
     approved_version,

@@ -40,7 +40,7 @@ from console.policies.services import (
     version_submit,
     version_update,
 )
-from console.policies.views import export_text
+from console.policies.signed_exports import export_text
 from tests.console.factories import BENCH_TAGS, PASSWORD, complete, vllm_file
 from tests.console.waiting import wait_for
 

@@ -22,7 +22,7 @@ from console.policies.checks import check_body
 from console.policies.services import (
     policy_create,
 )
-from console.policies.views import export_text
+from console.policies.signed_exports import export_text
 from console.uploads.analyses import analysis_create
 from tests.console.factories import (
     PASSWORD,

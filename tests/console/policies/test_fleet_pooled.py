@@ -17,7 +17,7 @@ from console.policies.checks import check_body
 from console.policies.fleet import fleet_lines, pooled_warning
 from console.policies.services import policy_create
 from console.policies.sources import analysis_evidence
-from console.policies.views import export_text
+from console.policies.signed_exports import export_text
 from tests.console.factories import approved_version, complete, rerun
 
 pytestmark = pytest.mark.django_db(transaction=True)
