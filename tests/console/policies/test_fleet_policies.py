@@ -17,8 +17,8 @@ from console.models import Analysis, JobStatus
 from console.policies.body import empty_body
 from console.policies.checks import check_body
 from console.policies.services import findings_for, policy_create, version_update
-from console.policies.sources import analysis_evidence
 from console.policies.signed_exports import export_text
+from console.policies.sources import analysis_evidence
 from tests.console.factories import PASSWORD, approved_version, complete, form_post, rerun
 from tests.console.waiting import wait_for
 

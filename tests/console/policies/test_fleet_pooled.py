@@ -16,8 +16,8 @@ from console.policies.body import empty_body
 from console.policies.checks import check_body
 from console.policies.fleet import fleet_lines, pooled_warning
 from console.policies.services import policy_create
-from console.policies.sources import analysis_evidence
 from console.policies.signed_exports import export_text
+from console.policies.sources import analysis_evidence
 from tests.console.factories import approved_version, complete, rerun
 
 pytestmark = pytest.mark.django_db(transaction=True)
