@@ -133,20 +133,21 @@ def _check_encryption(body: dict, error: AddFinding, warning: AddFinding) -> Non
     stored = [label for name, label in names.items() if tiers[name]["enabled"]]
     if not stored or encrypted_at_rest(body):
         return
-    where = " and ".join(stored)
-    fix = "encrypt them at rest (LMCache's per-salt AES-GCM serde)"
+    where = " and ".join(stored) + (" tiers" if len(stored) > 1 else " tier")
+    stores, them = ("store", "them") if len(stored) > 1 else ("stores", "it")
+    fix = "encrypt the blocks at rest (LMCache's per-salt AES-GCM serde)"
     classification = body["access"].get("classification")
     if classification in ENCRYPTION_REQUIRED:
         error(
             "tiers",
-            f"{classification.capitalize()} traffic is stored unencrypted on the {where} "
-            f"tier: {fix}, or turn the tier off.",
+            f"{classification.capitalize()} traffic is stored unencrypted on the {where}: "
+            f"{fix}, or turn {them} off.",
         )
     else:
         warning(
             "tiers",
-            f"The {where} tier stores blocks unencrypted, where they outlive the process "
-            f"and others may read them: {fix}, or justify why not.",
+            f"The {where} {stores} blocks unencrypted, where they outlive the process and "
+            f"others may read them: {fix}, or justify why not.",
         )
 
 

@@ -36,21 +36,21 @@ def _label(field: str) -> str:
     return re.sub(r" \((s|GiB|optional)\)$", "", label)
 
 
-def _seconds(value) -> str:
+def _seconds(value: float | None) -> str:
     return NOTHING if value is None else window_name(value)
 
 
-def _gib(value) -> str:
+def _gib(value: float | None) -> str:
     return NOTHING if value is None else gib_text(value * GIB)
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return NOTHING if value in (None, "") else str(value)
 
 
-def _format(path: tuple[str, ...], value) -> str:
+def _format(path: tuple[str, ...], value: object) -> str:
     """A body value as the pages say it, by its place in the body."""
     key = path[-1]
     if key.endswith("_s"):
@@ -64,7 +64,7 @@ def _format(path: tuple[str, ...], value) -> str:
     return _text(value)
 
 
-def _leaf(body: dict, path: tuple[str, ...]):
+def _leaf(body: dict, path: tuple[str, ...]) -> object:
     """The value at `path`; where the body lacks it (the disk contract is None without a
     disk or remote tier; tiers.encrypt_at_rest came after bodies that were signed without
     it) the value a new body starts with (body.empty_body), so absence is no change."""
