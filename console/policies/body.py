@@ -61,6 +61,9 @@ def empty_body() -> dict:
             "local_disk": {"enabled": False, "size_gib": None, "path": ""},
             "remote": {"enabled": False, "kind": "", "size_gib": None, "url": ""},
             "no_persistent_storage": True,
+            # blocks encrypted where they persist (the disk and remote tiers); absent from
+            # bodies approved before it existed: read with .get("encrypt_at_rest", False)
+            "encrypt_at_rest": False,
         },
         "failure": dict.fromkeys(FAILURES, ""),
         "disk_contract": {
@@ -94,6 +97,12 @@ def normalize(body: dict) -> dict:
 def persistent_tier_enabled(body: dict) -> bool:
     tiers = body["tiers"]
     return bool(tiers["local_disk"]["enabled"] or tiers["remote"]["enabled"])
+
+
+def encrypted_at_rest(body: dict) -> bool:
+    """Whether the disk and remote tiers store blocks encrypted (False for a body written
+    before the key existed: stored bodies are never rewritten, their digests are signed)."""
+    return bool(body["tiers"].get("encrypt_at_rest", False))
 
 
 def canonical_json(body: dict) -> bytes:

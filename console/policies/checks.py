@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 from analysis.compare import router_name
 from console.format import GIB
-from console.policies.body import END_OF_LIFE_EVENTS, FAILURES, persistent_tier_enabled
+from console.policies.body import (
+    END_OF_LIFE_EVENTS,
+    FAILURES,
+    encrypted_at_rest,
+    persistent_tier_enabled,
+)
 from console.policies.fleet import best_router, policy_fleet, router_entry
 from console.policies.serving import differences, engine_problems, sizing
 
@@ -42,6 +47,7 @@ def check_body(
 
     _check_routes_and_deadlines(body, error)
     _check_tiers(body, error)
+    _check_encryption(body, error, warning)
     _check_failure_and_disk(body, error)
     access = body["access"]
     if not access["readers"]:
@@ -111,6 +117,38 @@ def _check_tiers(body: dict, error: AddFinding) -> None:
             error("tiers", f"The {label} tier is enabled but has no size.")
     if tiers["remote"]["enabled"] and not tiers["remote"]["kind"]:
         error("tiers", "Say which remote store is used.")
+
+
+# classifications whose blocks may not sit in plaintext on storage that outlives the process
+ENCRYPTION_REQUIRED = ("confidential", "restricted")
+
+
+def _check_encryption(body: dict, error: AddFinding, warning: AddFinding) -> None:
+    """A disk or remote tier keeps prompts' KV where it outlives the process and others
+    may read it: unencrypted, a warning (not every engine offers encryption, and a host's
+    encrypted volume may stand in for it, which the justification can say), an error for
+    confidential or restricted traffic."""
+    tiers = body["tiers"]
+    names = {"local_disk": "local disk", "remote": "remote store"}
+    stored = [label for name, label in names.items() if tiers[name]["enabled"]]
+    if not stored or encrypted_at_rest(body):
+        return
+    where = " and ".join(stored) + (" tiers" if len(stored) > 1 else " tier")
+    stores, them = ("store", "them") if len(stored) > 1 else ("stores", "it")
+    fix = "encrypt the blocks at rest (LMCache's per-salt AES-GCM serde)"
+    classification = body["access"].get("classification")
+    if classification in ENCRYPTION_REQUIRED:
+        error(
+            "tiers",
+            f"{classification.capitalize()} traffic is stored unencrypted on the {where}: "
+            f"{fix}, or turn {them} off.",
+        )
+    else:
+        warning(
+            "tiers",
+            f"The {where} {stores} blocks unencrypted, where they outlive the process and "
+            f"others may read them: {fix}, or justify why not.",
+        )
 
 
 def _check_failure_and_disk(body: dict, error: AddFinding) -> None:
@@ -185,7 +223,10 @@ def _check_against_evidence(
         warning(
             "scope",
             f"Scope “global” on traffic from {tenants_in_traffic} tenants: their prompts "
-            "would share blocks (and timing side channels).",
+            "would share blocks, and a shared prefix cache lets one tenant infer another's "
+            "prompts from how fast its own are answered (the cross-tenant timing side "
+            "channel, CVE-2025-46570). Use scope tenant or user: a per-tenant vLLM "
+            "`cache_salt` on every request is the mitigation.",
         )
 
 

@@ -225,6 +225,11 @@ class PolicyForm(forms.Form):
     )
     remote_size_gib = _gib("Remote size (GiB)")
     remote_url = _text("Remote URL")
+    encrypt_at_rest = forms.BooleanField(
+        required=False,
+        label="Blocks encrypted at rest on the disk and remote tiers (where the engine "
+        "offers it: LMCache's per-salt AES-GCM serde)",
+    )
     ram_full = _failure("ram_full")
     worker_exit = _failure("worker_exit")
     load_failure = _failure("load_failure")

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.body import LABELS
+from console.policies.diff import changes_context
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import Policy, PolicyVersion, VersionState
 from console.policies.services import (
@@ -140,6 +141,7 @@ def _render_version(
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": LABELS,
+        **changes_context(version),  # what the approver reads before the approve button
     }
     return render(request, "policies/version.html", context)
 
@@ -308,6 +310,7 @@ def signoff_page(request: HttpRequest, pk: int) -> HttpResponse:
         "signoff": version.signoff,
         "reviews": version.reviews.select_related("actor"),
         "labels": LABELS,
+        **changes_context(version),
     }
     try:
         body = signed_body(version)

@@ -222,3 +222,67 @@ def test_a_form_over_the_request_limit_is_shown_again(client, analysis, analyst,
     assert "Nothing was saved: the form sent is larger than the server accepts (64 KiB)" \
         in response.content.decode()  # fmt: skip
     assert PolicyVersion.objects.get(pk=version.pk).body == before
+
+
+def _stored_on(disk: bool, remote: bool, encrypted: bool, classification: str) -> dict:
+    """A complete body with the disk and remote tiers as given (their contract filled)."""
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["tiers"]["no_persistent_storage"] = not (disk or remote)
+    if disk:
+        body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+    if remote:
+        body["tiers"]["remote"] = {"enabled": True, "kind": "valkey", "size_gib": 500,
+                                   "url": "valkey://kv:6379"}  # fmt: skip
+    body["tiers"]["encrypt_at_rest"] = encrypted
+    body["access"]["classification"] = classification
+    body["disk_contract"] = {"allowed_data": "prefixes >= 4k tokens", "cold_after_s": 600,
+                             "request_may_wait": False, "deleted_by": "the engine",
+                             "delete_when": "at lifetime end", "on_disk_full": "evict",
+                             "on_restart": "wipe"}  # fmt: skip
+    return normalize(body)
+
+
+def _tier_findings(body: dict) -> list[tuple[str, str]]:
+    return [(f.level, f.message) for f in check_body(body, check_report()) if f.field == "tiers"]
+
+
+def test_check_a_persistent_tier_stored_unencrypted():
+    fix = "encrypt the blocks at rest (LMCache's per-salt AES-GCM serde)"
+    assert _tier_findings(_stored_on(True, False, False, "internal")) == [
+        ("warning", "The local disk tier stores blocks unencrypted, where they outlive the "
+                    f"process and others may read them: {fix}, or justify why not."),
+    ]  # fmt: skip
+    assert _tier_findings(_stored_on(True, False, False, "confidential")) == [
+        ("error", f"Confidential traffic is stored unencrypted on the local disk tier: {fix}, "
+                  "or turn it off."),
+    ]  # fmt: skip
+    assert _tier_findings(_stored_on(True, True, False, "restricted")) == [
+        ("error", "Restricted traffic is stored unencrypted on the local disk and remote store "
+                  f"tiers: {fix}, or turn them off."),
+    ]  # fmt: skip
+    # encrypted, or nothing stored beyond RAM: nothing to say
+    assert _tier_findings(_stored_on(True, True, True, "restricted")) == []
+    assert _tier_findings(_stored_on(False, False, False, "restricted")) == []
+
+
+def test_check_reads_a_body_signed_before_encryption_existed_as_unencrypted():
+    body = _stored_on(True, False, False, "public")
+    del body["tiers"]["encrypt_at_rest"]  # as bodies approved before the key was added
+    assert [level for level, _ in _tier_findings(body)] == ["warning"]
+
+
+def test_check_global_scope_on_multi_tenant_traffic_names_the_timing_side_channel():
+    from console.policies.body import empty_body
+
+    body = complete(empty_body())
+    body["scope"] = "global"
+    scope = [f for f in check_body(body, check_report(), tenants_in_traffic=2)
+             if f.field == "scope"]  # fmt: skip
+    assert len(scope) == 1 and scope[0].level == "warning"
+    assert "CVE-2025-46570" in scope[0].message and "`cache_salt`" in scope[0].message
+    assert "traffic from 2 tenants" in scope[0].message
+    # one tenant has no one to share with
+    assert not [f for f in check_body(body, check_report(), tenants_in_traffic=1)
+                if f.field == "scope"]  # fmt: skip

@@ -46,6 +46,8 @@ def test_lmcache_yaml_export(analysis, analyst, approver):
         body["evidence"] = {}
         body["tiers"]["no_persistent_storage"] = False
         body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+        # unencrypted blocks on disk: a warning for internal traffic (confidential: an error)
+        body["access"]["classification"] = "internal"
         body["disk_contract"] = {"allowed_data": "prefixes >= 4k tokens", "cold_after_s": 600,
                                  "request_may_wait": False, "deleted_by": "the engine",
                                  "delete_when": "at lifetime end", "on_disk_full": "evict",
