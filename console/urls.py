@@ -5,6 +5,7 @@ from django.urls import path
 from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
+from console.policies import drift_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 from console.uploads import comparison, planner_views
@@ -81,6 +82,12 @@ urlpatterns = [
         policy_views.version_export,
         name="policy_export",
     ),
+    path(
+        "policies/versions/<int:pk>/drift/",
+        drift_views.drift_check_new,
+        name="policy_drift_new",
+    ),
+    path("policies/drift/<int:pk>/", drift_views.drift_check_detail, name="policy_drift_check"),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),

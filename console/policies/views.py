@@ -16,6 +16,7 @@ from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.audit import verify_cached
 from console.policies.body import LABELS
+from console.policies.drift_views import drift_context
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import AuditEvent, Policy, PolicyVersion, VersionState
 from console.policies.services import (
@@ -137,6 +138,7 @@ def _render_version(
         "approve_form": approve_form or SignForm(action="approve"),
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": LABELS,
+        **drift_context(version, user),  # the drift check's form and the policy's checks
     }
     return render(request, "policies/version.html", context)
 
