@@ -72,6 +72,16 @@ class Drift:
     def compliant(self) -> bool:
         return not self.differences
 
+    def add(self, difference: Difference) -> None:
+        """A difference, once: a file-level one (the salt, the lifetime) holds for every
+        command of a route, and is said once per route."""
+        if difference not in self.differences:
+            self.differences.append(difference)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
     def kinds(self) -> list[str]:
         return sorted({d.kind for d in self.differences})
 
@@ -88,7 +98,7 @@ def compare(deployment: Deployment, body: dict, route: str | None = None) -> Dri
         target = _target(record, rows, route, body, drift)
         if target is None:
             names = ", ".join(record.names) or route or "?"
-            drift.differences.append(
+            drift.add(
                 Difference(
                     "route not governed",
                     names,
@@ -120,7 +130,7 @@ def _target(record: Deployed, rows: dict, asked: str | None, body: dict, drift: 
             f"files ({listed}): choose the route it serves."
         )
     routes = files[0][1]
-    drift.notes.append(
+    drift.note(
         f"The file names no model: set against {routes[0]}"
         + (f", whose sizes {', '.join(routes[1:])} share" if len(routes) > 1 else "")
         + "."
@@ -129,13 +139,13 @@ def _target(record: Deployed, rows: dict, asked: str | None, body: dict, drift: 
 
 
 def _compare_record(record: Deployed, s: Served, ram, disk, body: dict, drift: Drift) -> None:
-    add = drift.differences.append
+    add, where = drift.add, f"{s.route} (line {record.line})"
     if record.model and not _same_model(record.model, s.model):
         add(
             Difference(
                 "model",
                 s.route,
-                f"{s.route} serves {record.model}; the policy serves it as {s.model}.",
+                f"{where} serves {record.model}; the policy serves it as {s.model}.",
                 expected=s.model,
                 found=record.model,
             )
@@ -145,7 +155,7 @@ def _compare_record(record: Deployed, s: Served, ram, disk, body: dict, drift: D
             Difference(
                 "tp",
                 s.route,
-                f"{s.route} runs at TP {record.tp}; the policy's sizes are for TP {s.tp}.",
+                f"{where} runs at TP {record.tp}; the policy's sizes are for TP {s.tp}.",
                 expected=s.tp,
                 found=record.tp,
             )
@@ -157,7 +167,7 @@ def _compare_record(record: Deployed, s: Served, ram, disk, body: dict, drift: D
                 Difference(
                     "dtype",
                     s.route,
-                    f"{s.route} holds KV as {found} (--kv-cache-dtype {record.kv_dtype}); "
+                    f"{where} holds KV as {found} (--kv-cache-dtype {record.kv_dtype}); "
                     f"the policy's sizes are for {s.engine_kv_dtype} (--kv-cache-dtype "
                     f"{s.vllm_kv_dtype}).",
                     expected=s.engine_kv_dtype,
@@ -170,6 +180,13 @@ def _compare_record(record: Deployed, s: Served, ram, disk, body: dict, drift: D
         "local_disk": (record.disk, disk),
         "remote": (record.remote, None),
     }
+    elsewhere = {t.elsewhere: None for t, _ in found_tiers.values() if t.enabled is None}
+    if elsewhere:  # an LMCache connector: its tiers are in the LMCache file it reads
+        unchecked = [TIER_NAMES[n] for n, (t, _) in found_tiers.items() if t.enabled is None]
+        drift.note(
+            f"{where}: its {', '.join(unchecked)} tiers are set {' and '.join(elsewhere)}, "
+            "not in this file: check that file too."
+        )
     for name, (found_tier, expected) in found_tiers.items():
         _compare_tier(record, s, name, found_tier, expected, bool(tiers[name]["enabled"]), drift)
     _compare_declarations(record, s, body, drift)
@@ -184,20 +201,16 @@ def _compare_tier(
     allowed: bool,
     drift: Drift,
 ) -> None:
-    tier = TIER_NAMES[name]
-    if found.enabled is None:
-        drift.notes.append(
-            f"{s.route}: the {tier} tier is not checked: it is set "
-            f"{found.elsewhere} (check that file too)."
-        )
+    tier, where = TIER_NAMES[name], f"{s.route} (line {record.line})"
+    if found.enabled is None:  # said once for the record (_compare_record)
         return
     if not allowed:
         if found.enabled:
-            drift.differences.append(
+            drift.add(
                 Difference(
                     "disabled tier enabled",
                     s.route,
-                    f"{s.route} has a {tier} tier ({found.setting}); the policy disables it.",
+                    f"{where} has a {tier} tier ({found.setting}); the policy disables it.",
                     expected="off",
                     found="on",
                     tier=name,
@@ -208,18 +221,26 @@ def _compare_tier(
         return
     if found.enabled and found.size_gib is None:
         why = f" ({found.elsewhere})" if found.elsewhere else ""
-        drift.notes.append(f"{s.route}: the {tier} tier's size is not in the file{why}.")
+        drift.note(f"{where}: the {tier} tier's size is not in the file{why}.")
+        return
+    if name == "local_disk" and not found.enabled:
+        # a disk the policy allows but does not require (kvscope's own vLLM command has
+        # none): less is kept than allowed, which no retention rule forbids
+        drift.note(
+            f"{where}: the policy allows a {tier} tier of "
+            f"{expected.per_rank:g} GiB per TP rank; this deployment has none."
+        )
         return
     basis = found.basis or ("total" if record.format.startswith("vllm") else "per_rank")
     want = expected.per_rank if basis == "per_rank" else expected.total
     got = found.size_gib if found.enabled else 0.0
     if abs(got - want) > TOLERANCE_GIB + 1e-9:
         setting = f" ({found.setting})" if found.setting and found.enabled else ""
-        drift.differences.append(
+        drift.add(
             Difference(
                 "size",
                 s.route,
-                f"{s.route}: the {tier} tier is {got:g} GiB {_BASIS[basis]}{setting}"
+                f"{where}: the {tier} tier is {got:g} GiB {_BASIS[basis]}{setting}"
                 + ("" if found.enabled else " (off)")
                 + f"; the policy's is {want:g} GiB.",
                 expected=want,
@@ -232,7 +253,7 @@ def _compare_tier(
 def _compare_declarations(record: Deployed, s: Served, body: dict, drift: Drift) -> None:
     scope, lifetime = body["scope"], body.get("lifetime_s")
     if scope in ("tenant", "user") and not record.salt:
-        drift.differences.append(
+        drift.add(
             Difference(
                 "scope salt missing",
                 s.route,
@@ -246,7 +267,7 @@ def _compare_declarations(record: Deployed, s: Served, body: dict, drift: Drift)
     if lifetime is None:
         return
     if record.lifetime_s is None:
-        drift.differences.append(
+        drift.add(
             Difference(
                 "lifetime absent",
                 s.route,
@@ -257,7 +278,7 @@ def _compare_declarations(record: Deployed, s: Served, body: dict, drift: Drift)
             )
         )
     elif abs(record.lifetime_s - lifetime) > _LIFETIME_TOLERANCE_S:
-        drift.differences.append(
+        drift.add(
             Difference(
                 "lifetime",
                 s.route,

@@ -102,6 +102,9 @@ def _edits(version) -> list[tuple[str, str, str | None, list[str], list[tuple]]]
          "qwen2.5-7b", ["disabled tier enabled"], [("qwen2.5-7b", "off", "on")]),
         ("no salt", _edited(helm, (SALT, "")), None, ["scope salt missing"] * 2,
          [(route, "per-tenant cache_salt", "none") for route in routes]),
+        # the salt is the file's: said once per route, not once per command (4 here)
+        ("no salt, vLLM", _edited(vllm, (SALT, "")), None, ["scope salt missing"] * 2,
+         [(route, "per-tenant cache_salt", "none") for route in routes]),
         ("no lifetime", _edited(qwen, ("block lifetime 1800 s, ", "")),
          "qwen2.5-7b", ["lifetime absent"], [("qwen2.5-7b", 1800, None)]),
         ("longer lifetime", _edited(qwen, ("lifetime 1800 s", "lifetime 7200 s")),
@@ -124,13 +127,39 @@ def test_each_edit_names_exactly_its_difference(version):
     # the differences say what differs, in words
     ram = _check(version, "v.sh", _edits(version)[0][1]).differences[0]
     assert ram.tier == "cpu_ram" and ram.message == (
-        "llama-3.1-8b: the CPU RAM tier is 6 GiB in total over the route's TP ranks "
+        "llama-3.1-8b (line 11): the CPU RAM tier is 6 GiB in total over the route's TP ranks "
         "(--kv-offloading-size); the policy's is 8 GiB."
     )
     unknown = _check(version, "v.sh", _edits(version)[-1][1]).differences[0]
     assert "is not a route this version governs (it governs qwen2.5-7b, llama-3.1-8b)" in (
         unknown.message
     )
+
+
+def _with_disk(body: dict) -> None:
+    """One route, the analysis's own model (its sizes are the policy's), and a 200 GiB
+    disk tier: at TP 1, 200 GiB per rank."""
+    body["routes"] = ["llama-3.1-8b"]
+    body["tiers"]["no_persistent_storage"] = False
+    body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+    body["disk_contract"] = {"allowed_data": "prefixes >= 4k tokens", "cold_after_s": 600,
+                             "request_may_wait": False, "deleted_by": "the engine",
+                             "delete_when": "at lifetime end", "on_disk_full": "evict",
+                             "on_restart": "wipe"}  # fmt: skip
+
+
+def test_a_disk_tier_the_policy_sizes(analysis, analyst, approver):
+    version = approved_version(analysis, analyst, approver, _with_disk)
+    helm, lmcache = export_text(version, "helm"), export_text(version, "lmcache")
+    assert _check(version, "values.yaml", helm).compliant
+    assert _check(version, "lmcache.yaml", lmcache).compliant  # one route: no route needed
+    # kvscope's own vLLM command offloads to RAM only: a disk allowed, not required
+    vllm = _check(version, "vllm.sh", export_text(version, "vllm"))
+    assert vllm.compliant and any("allows a local disk tier of 200 GiB" in n for n in vllm.notes)
+    smaller = _check(version, "v.yaml", _edited(helm, ("BufferSize: '200'", "BufferSize: '150'")))
+    assert [(d.kind, d.tier, d.expected, d.found) for d in smaller.differences] == [
+        ("size", "local_disk", 200.0, 150.0)
+    ]
 
 
 def test_an_sglang_line_a_vllm_json_config_and_an_lmcache_server_are_read(version):
@@ -239,3 +268,9 @@ def test_the_page_stores_the_check_audits_it_once_and_lists_it(client, version, 
     bad = client.post(url, {"file": SimpleUploadedFile("x.yaml", b"a: [1\nb: 2\n")})
     assert bad.status_code == 400 and "x.yaml, line 2: not valid YAML" in bad.content.decode()
     assert DriftCheck.objects.count() == 2 and AuditEvent.objects.count() == events + 2
+    # a route no policy governs (the one command that served llama-3.1-8b at 6 GiB): said so
+    other = _edited(text, ("--served-model-name llama-3.1-8b", "--served-model-name mistral"))
+    client.post(url, {"text": other})
+    (difference,) = DriftCheck.objects.first().differences
+    assert difference["kind"] == "route not governed"
+    assert difference["message"].endswith("No approved policy governs it.")
