@@ -185,6 +185,7 @@ from console.benchmarks.models import BenchRun, Tier  # noqa: E402
 from console.policies.models import (  # noqa: E402
     AuditEvent,
     AuditHead,
+    DriftCheck,
     Policy,
     PolicyVersion,
     Review,
@@ -198,6 +199,7 @@ __all__ = [
     "AuditEvent",
     "AuditHead",
     "BenchRun",
+    "DriftCheck",
     "Job",
     "JobStatus",
     "Policy",

@@ -5,7 +5,7 @@ from django.urls import path
 from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
-from console.policies import audit_views, pack_views
+from console.policies import audit_views, drift_views, pack_views
 from console.policies import views as policy_views
 from console.signin import ThrottledAuthenticationForm
 from console.uploads import comparison, planner_views
@@ -88,6 +88,12 @@ urlpatterns = [
         pack_views.evidence_pack,
         name="policy_evidence_pack",
     ),
+    path(
+        "policies/versions/<int:pk>/drift/",
+        drift_views.drift_check_new,
+        name="policy_drift_new",
+    ),
+    path("policies/drift/<int:pk>/", drift_views.drift_check_detail, name="policy_drift_check"),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),

@@ -169,3 +169,37 @@ class AuditHead(models.Model):
 
     def __str__(self) -> str:
         return f"audit head: {self.events} events, last #{self.last_id}"
+
+
+class DriftCheck(models.Model):
+    """A deployment checked against an approved version (console.policies.drift): what the
+    file was read as and what differed. The uploaded text is not kept, only its SHA-256,
+    so the same file can be recognised again."""
+
+    version = models.ForeignKey(
+        PolicyVersion, on_delete=models.PROTECT, related_name="drift_checks"
+    )
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    uploaded_by_name = models.CharField(max_length=150)
+    at = models.DateTimeField(auto_now_add=True)
+    file_name = models.CharField(max_length=255)
+    format = models.CharField(max_length=30)  # a console.policies.deployed.FORMATS key
+    route = models.CharField(max_length=200, blank=True)  # the route asked for, if any
+    deployed = models.JSONField()  # the normalized records (Deployed.as_json)
+    compliant = models.BooleanField()
+    differences = models.JSONField(default=list)  # drift.Difference, as dicts
+    notes = models.JSONField(default=list)  # what the file left unchecked
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"drift check of {self.file_name} against {self.version}"
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds of difference found (console.policies.drift.KINDS keys), once each."""
+        return sorted({d["kind"] for d in self.differences})

@@ -15,6 +15,7 @@ from console.models import Analysis, JobStatus
 from console.policies import exports
 from console.policies.body import LABELS
 from console.policies.diff import changes_context
+from console.policies.drift_views import drift_context
 from console.policies.forms import PolicyCreateForm, PolicyForm, SignForm, initial_from_body
 from console.policies.models import Policy, PolicyVersion, VersionState
 from console.policies.services import (
@@ -142,6 +143,7 @@ def _render_version(
         "retire_form": retire_form or SignForm(action="retire"),
         "labels": LABELS,
         **changes_context(version),  # what the approver reads before the approve button
+        **drift_context(version, user),  # the drift check's form and the policy's checks
     }
     return render(request, "policies/version.html", context)
 
