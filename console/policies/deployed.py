@@ -16,11 +16,13 @@ The scope salt and the lifetime are declarations, not settings an engine enforce
 cache_salt is a field of each request (vLLM), which no server configuration can show is
 sent, and no engine has a retention lifetime (LMCache's retention TTL, PR #4456, is not
 merged; its --l1-*-ttl-seconds are lock TTLs). So a salt counts as present when the file
-names `cache_salt` anywhere (a key, an argument, or the line kvscope's exports carry:
-"send a per-tenant cache_salt with every request") or runs LMCache's IsolatedLRU eviction
-(one LRU per salt); it cannot tell a per-tenant salt from a per-user one, nor prove a
-gateway sends it. A lifetime counts as configured when the file says "block lifetime N s"
-(the exports' header line) or sets lmcache_retention_ttl_sec.
+sets `cache_salt` outside a comment (a key, an argument), declares it in a comment, or
+runs LMCache's IsolatedLRU eviction (one LRU per salt). A comment counts only where it
+declares the salt (kvscope's 'every request must carry "cache_salt" = …', or 'a
+per-tenant cache_salt'), not where it merely names it (a gap saying an engine ignores
+cache_salt declares nothing). It cannot tell a per-tenant salt from a per-user one, nor
+prove a gateway sends it. A lifetime counts as configured when the file says "block
+lifetime N s" (the exports' header line) or sets lmcache_retention_ttl_sec.
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ FORMATS = {
     "helm_values": "production-stack Helm values",
 }
 TIER_NAMES = {"cpu_ram": "CPU RAM", "local_disk": "local disk", "remote": "remote store"}
-_SALT = re.compile(r"\bcache_salt\b")
+# a setting (cache_salt on a line outside a comment) or a declaration in a comment
+_SALT = re.compile(
+    r'^[^#\n]*\bcache_salt\b|"cache_salt" = |\bper-(?:tenant|user) cache_salt\b',
+    re.MULTILINE,
+)
 _LIFETIME = re.compile(r"block lifetime ([0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?) s\b")
 _RETENTION = re.compile(r"lmcache_retention_ttl_sec\W{1,3}([0-9]+(?:\.[0-9]+)?)")
 
@@ -104,7 +110,7 @@ class Deployment:
 
 def declarations(text: str, records: list[Deployed]) -> list[Deployed]:
     """The file's salt and lifetime declarations (module docstring) on every record."""
-    salt = "cache_salt named in the file" if _SALT.search(text) else ""
+    salt = "cache_salt set or declared in the file" if _SALT.search(text) else ""
     if not salt and re.search(r"--eviction-policy[= ]+IsolatedLRU\b", text):
         salt = "LMCache eviction policy IsolatedLRU (one LRU per cache_salt)"
     lifetime, source = None, ""

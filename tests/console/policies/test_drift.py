@@ -72,6 +72,16 @@ def _edited(text: str, *changes: tuple[str, str]) -> str:
     return text
 
 
+def _unsalted(text: str) -> str:
+    """The export without its salt declarations: the header's and the "must carry" line
+    (the gaps still name cache_salt, which declares nothing)."""
+    text = _edited(text, (SALT, ""))
+    kept = [line for line in text.splitlines(keepends=True) if '"cache_salt" =' not in line]
+    assert len(kept) < len(text.splitlines()), "the export declares no salt to remove"
+    assert "cache_salt" in "".join(kept)  # still named, in a gap: not a declaration
+    return "".join(kept)
+
+
 def _edits(version) -> list[tuple[str, str, str | None, list[str], list[tuple]]]:
     """(what, the export edited, route, kinds, (route, expected, found) of each)."""
     vllm, helm = export_text(version, "vllm"), export_text(version, "helm")
@@ -100,10 +110,10 @@ def _edits(version) -> list[tuple[str, str, str | None, list[str], list[tuple]]]
          "qwen2.5-7b", ["disabled tier enabled"], [("qwen2.5-7b", "off", "on")]),
         ("remote on", _edited(qwen, ("remote_url: null", "remote_url: redis://kv:6379")),
          "qwen2.5-7b", ["disabled tier enabled"], [("qwen2.5-7b", "off", "on")]),
-        ("no salt", _edited(helm, (SALT, "")), None, ["scope salt missing"] * 2,
+        ("no salt", _unsalted(helm), None, ["scope salt missing"] * 2,
          [(route, "per-tenant cache_salt", "none") for route in routes]),
         # the salt is the file's: said once per route, not once per command (4 here)
-        ("no salt, vLLM", _edited(vllm, (SALT, "")), None, ["scope salt missing"] * 2,
+        ("no salt, vLLM", _unsalted(vllm), None, ["scope salt missing"] * 2,
          [(route, "per-tenant cache_salt", "none") for route in routes]),
         ("no lifetime", _edited(qwen, ("block lifetime 1800 s, ", "")),
          "qwen2.5-7b", ["lifetime absent"], [("qwen2.5-7b", 1800, None)]),
@@ -125,9 +135,13 @@ def test_each_edit_names_exactly_its_difference(version):
         assert _kinds(drift) == kinds, what
         assert [(d.route, d.expected, d.found) for d in drift.differences] == values, what
     # the differences say what differs, in words
-    ram = _check(version, "v.sh", _edits(version)[0][1]).differences[0]
+    smaller = _edits(version)[0][1]
+    ram = _check(version, "v.sh", smaller).differences[0]
+    # the line of the llama command: the one that names it and carries the edited size
+    line = next(n for n, text in enumerate(smaller.splitlines(), 1)
+                if "llama-3.1-8b" in text and "size 6 " in text)  # fmt: skip
     assert ram.tier == "cpu_ram" and ram.message == (
-        "llama-3.1-8b (line 11): the CPU RAM tier is 6 GiB in total over the route's TP ranks "
+        f"llama-3.1-8b (line {line}): the CPU RAM tier is 6 GiB in total over the route's TP ranks "
         "(--kv-offloading-size); the policy's is 8 GiB."
     )
     unknown = _check(version, "v.sh", _edits(version)[-1][1]).differences[0]
@@ -142,6 +156,7 @@ def _with_disk(body: dict) -> None:
     body["routes"] = ["llama-3.1-8b"]
     body["tiers"]["no_persistent_storage"] = False
     body["tiers"]["local_disk"] = {"enabled": True, "size_gib": 200, "path": "/nvme/kv"}
+    body["tiers"]["encrypt_at_rest"] = True  # confidential traffic on disk must be (checks)
     body["disk_contract"] = {"allowed_data": "prefixes >= 4k tokens", "cold_after_s": 600,
                              "request_may_wait": False, "deleted_by": "the engine",
                              "delete_when": "at lifetime end", "on_disk_full": "evict",
