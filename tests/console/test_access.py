@@ -20,6 +20,7 @@ from django.utils import timezone
 from console.benchmarks.services import bench_runs_create
 from console.models import Analysis, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
+from console.policies.signed_exports import export_text
 from console.uploads.services import upload_create
 from console.uploads.storage import upload_delete_raw
 from tests.console.factories import (
@@ -40,7 +41,7 @@ READ_PAGES = {"home", "upload_detail", "upload_status", "analysis_detail", "anal
               "policy_signoff", "policy_export", "upload_replay", "audit_export",
               "upload_replay_download", "evidence_matrix", "evidence_compare",
               "evidence_runs_csv", "evidence_run_raw", "glossary", "evidence_run",
-              "analysis_buys", "policy_evidence_pack"}  # fmt: skip
+              "analysis_buys", "policy_evidence_pack", "policy_drift_check"}  # fmt: skip
 # view -> who may POST to it (the others are refused and change nothing)
 CHANGES = {
     "upload_new": "analyst", "upload_sample": "analyst", "upload_retry": "analyst",
@@ -52,6 +53,8 @@ CHANGES = {
     # housekeeping: any analyst renames; only the one who stored it deletes
     "upload_rename": "analyst", "analysis_rename": "analyst", "evidence_run_rename": "analyst",
     "upload_delete": "author", "analysis_delete": "author", "evidence_run_delete": "author",
+    # a drift check: whoever engineers or approves (not auditors, not readers)
+    "policy_drift_new": "analyst_or_approver",
 }  # fmt: skip
 
 
@@ -112,6 +115,8 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
                "evidence_run_delete": w["run"]}.get(name)  # fmt: skip
     if deleted is not None:
         return reverse(name, args=[deleted.pk]), {"confirm": "on"}
+    if name == "policy_drift_new":  # the approved version's own vLLM flags, as deployed
+        return reverse(name, args=[w["approved"].pk]), {"text": export_text(w["approved"], "vllm")}
     if name == "upload_retry":
         return reverse(name, args=[w["failed"].pk]), {}
     if name == "analysis_retry":
@@ -149,7 +154,7 @@ def test_views_that_change_something_refuse_other_roles(
     refused = [nobody, auditor]
     # "author": the analyst who wrote the draft, not any analyst
     refused += {"analyst": [approver], "author": [approver, other_analyst],
-                "approver": [analyst]}[allowed]  # fmt: skip
+                "approver": [analyst], "analyst_or_approver": []}[allowed]  # fmt: skip
     url, body = _target(name, world)
     before = _state()
     for user in refused:
@@ -164,7 +169,8 @@ def test_views_that_change_something_refuse_other_roles(
     # the control: whom it is for does change something (so the refusals above mean it)
     if name != "policy_edit":  # its body needs the whole policy form
         client = Client()
-        client.force_login({"analyst": analyst, "author": analyst, "approver": approver}[allowed])
+        client.force_login({"analyst": analyst, "author": analyst, "approver": approver,
+                            "analyst_or_approver": analyst}[allowed])  # fmt: skip
         with open(chat_log, "rb") as fh:
             files = {"upload_new": [fh], "evidence_list": [vllm_file("run.json")]}.get(name)
             client.post(url, {**body, "files": files} if files else body)
@@ -185,7 +191,7 @@ def test_every_page_needs_sign_in(world):
             "upload_replay": [w["upload"].pk],
             "upload_replay_download": [w["upload"].pk], "evidence_run_raw": [1],
             "evidence_run": [1], "analysis_buys": [w["analysis"].pk],
-            "audit_export": ["json"]}  # fmt: skip
+            "audit_export": ["json"], "policy_drift_check": [1]}  # fmt: skip
     for name in sorted(READ_PAGES | set(CHANGES)):
         if name in CHANGES:  # POST only (a GET is 405 before anything else)
             response = Client().post(_target(name, w)[0])
