@@ -10,7 +10,7 @@ from django import forms
 from django.db.models import Q
 from django.utils import timezone
 
-from console.policies.audit_words import object_name, words
+from console.policies.audit_words import ID_KEYS, object_name, words
 from console.policies.models import AuditEvent
 from console.web import is_id
 
@@ -84,9 +84,11 @@ class AuditFilterForm(forms.Form):
         data, q = self.cleaned_data, Q()
         if data.get("actor"):
             q &= Q(actor_name=data["actor"])
-        if data.get("object_type"):
+        if data.get("object_type") and data.get("object_id"):
+            q &= _naming(data["object_type"], data["object_id"])
+        elif data.get("object_type"):
             q &= Q(object_type=data["object_type"])
-        if data.get("object_id"):
+        elif data.get("object_id"):
             q &= Q(object_id=data["object_id"])
         if data.get("kind"):
             q &= Q(action=data["kind"]) | Q(action__startswith=f"{data['kind']}.")
@@ -95,6 +97,16 @@ class AuditFilterForm(forms.Form):
         if data.get("until"):
             q &= Q(at__lt=_midnight(data["until"] + dt.timedelta(days=1)))
         return q
+
+
+def _naming(object_type: str, object_id: str) -> Q:
+    """The events about the object, and those naming it by id in their details: a drift
+    check's event is the check's, and names the policy version it was checked against."""
+    q = Q(object_type=object_type, object_id=object_id)
+    for key, named_type in ID_KEYS.items():
+        if named_type == object_type:
+            q |= Q(**{f"details__{key}": int(object_id)})
+    return q
 
 
 def _midnight(day: dt.date) -> dt.datetime:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from django.urls import reverse
 
-from console.models import Analysis, AuditEvent, BenchRun, PolicyVersion, Upload
+from console.models import Analysis, AuditEvent, BenchRun, DriftCheck, PolicyVersion, Upload
 from console.policies.audit_words import ID_KEYS
 from console.web import is_id
 
@@ -19,6 +19,7 @@ PAGES = {
     "Analysis": (Analysis, "analysis_detail"),
     "PolicyVersion": (PolicyVersion, "policy_version"),
     "BenchRun": (BenchRun, "evidence_run"),
+    "DriftCheck": (DriftCheck, "policy_drift_check"),
 }
 
 

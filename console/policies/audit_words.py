@@ -24,6 +24,8 @@ OWN_LABELS: Mapping[str, str] = {
     "policy.delete_draft": "Draft deleted",
     "policy.delete": "Policy deleted",
     "policy.export": "Exported",
+    "policy.evidence_pack": "Evidence pack downloaded",
+    "policy.drift_check": "Deployment checked for drift",
     "upload.rename": "Upload renamed",
     "upload.delete": "Upload deleted",
     "analysis.rename": "Analysis renamed",
@@ -42,6 +44,11 @@ DETAIL_LABELS = {
     "raw_names": "Raw files",
     "bytes": "Size",
     "digest": "Digest (SHA-256)",
+    "version": "Checked against",  # a drift check's version (its id, linked)
+    "kinds": "Kinds of difference",
+    "sha256": "File SHA-256",
+    "manifest_sha256": "Manifest SHA-256",
+    "pack_sha256": "Pack SHA-256",
 }
 # detail keys holding the id of an object (or a list of them): linked while it exists
 ID_KEYS = {
@@ -51,13 +58,15 @@ ID_KEYS = {
     "uploads": "Upload",
     "policy_version": "PolicyVersion",
     "version_id": "PolicyVersion",
+    "version": "PolicyVersion",  # a drift check's: the version it was checked against
     "benchmark_run": "BenchRun",
     "benchmark_runs": "BenchRun",
     "run": "BenchRun",
 }
 SIZE_KEYS = {"bytes", "size_bytes", "raw_bytes"}
 VERSION_NUMBER_KEYS = {"number", "from"}
-OBJECT_NAMES = {"PolicyVersion": "Policy version", "BenchRun": "Benchmark run"}
+OBJECT_NAMES = {"PolicyVersion": "Policy version", "BenchRun": "Benchmark run",
+                "DriftCheck": "Drift check"}  # fmt: skip
 
 # (object type, object id) -> the object's page, "" when it is gone (or has none)
 UrlFor = Callable[[str, str], str]

@@ -82,6 +82,21 @@ def test_filters_select_exactly_the_events_asked_for(client, analyst, trail, set
     assert _shown(client, since="2026-03-02", until="2026-03-02") == [t["renamed"]]
 
 
+def test_an_object_filter_also_finds_the_events_naming_it_by_id(client, analyst, trail):
+    """A drift check's event is the check's own and names, by id, the version it was
+    checked against: filtering by that version lists it; by another version, not."""
+    client.force_login(analyst)
+    created = AuditEvent.objects.get(pk=trail["created"])
+    version = int(created.object_id)
+    naming = audit.record(actor=analyst, action="policy.drift_check", obj=trail["upload"],
+                          details={"version": version, "compliant": False})  # fmt: skip
+    assert _shown(client, object_type="PolicyVersion", object_id=str(version)) == [
+        naming.pk, created.pk]  # fmt: skip
+    assert _shown(client, object_type="PolicyVersion", object_id=str(version + 1)) == []
+    # the type alone still means the events about such objects
+    assert _shown(client, object_type="PolicyVersion") == [created.pk]
+
+
 def test_no_match_and_bad_filters_say_so(client, analyst, trail):
     client.force_login(analyst)
     page = client.get(reverse("audit_log"), {"actor": "nobody"}).content.decode()
