@@ -42,6 +42,10 @@ from tests.console.factories import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# the events of the `analysis` fixture's upload, before any policy's (#17: every action on
+# data is recorded): the upload, its ingest, its first analysis, its raw file deleted
+FIXTURE_ACTIONS = ["upload.create", "ingest.done", "analysis.done", "raw.delete"]
+N = len(FIXTURE_ACTIONS)
 
 
 # --- audit ---------------------------------------------------------------------------------
@@ -49,7 +53,8 @@ def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
     version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     actions = list(AuditEvent.objects.values_list("action", flat=True))
-    assert actions[:2] == ["policy.create", "policy.edit"]
+    assert actions[:N] == FIXTURE_ACTIONS
+    assert actions[N : N + 2] == ["policy.create", "policy.edit"]
     assert actions[-2:] == ["policy.submit", "policy.approve"]
     events = list(AuditEvent.objects.order_by("pk"))
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
@@ -95,7 +100,7 @@ def _raw_tamper(pk: int) -> None:
 
 def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
     policy_create(name="p1", user=analyst, analysis=analysis)
-    event = AuditEvent.objects.get()
+    event = AuditEvent.objects.get(action="policy.create")
     table = AuditEvent._meta.db_table
     statements = [f"UPDATE {table} SET action = 'x' WHERE id = %s"]
     if connection.vendor == "postgresql":  # the app's database user cannot delete either
@@ -107,7 +112,7 @@ def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
             connection.cursor() as cursor,
         ):
             cursor.execute(sql, [event.pk])
-    assert AuditEvent.objects.get().action == "policy.create"
+    assert AuditEvent.objects.get(pk=event.pk).action == "policy.create"
 
 
 # --- the audit trail cannot be cut quietly -------------------------------------------------
@@ -131,7 +136,7 @@ def test_the_database_refuses_to_cut_the_audit_trail_or_move_its_head(analysis, 
     for name in ("p1", "p2", "p3"):
         policy_create(name=name, user=analyst, analysis=analysis)
     events = AuditEvent.objects.count()
-    assert events == 3
+    assert events == N + 3  # (after the fixture's)
     trail, head = AuditEvent._meta.db_table, AuditHead._meta.db_table
     statements = [
         f"DELETE FROM {trail}",
@@ -159,19 +164,20 @@ def test_a_cut_tail_is_detected_named_and_nothing_is_recorded_on_top(analysis, a
     for name in ("p1", "p2", "p3", "p4"):
         policy_create(name=name, user=analyst, analysis=analysis)
     events = list(AuditEvent.objects.order_by("pk"))
-    assert len(events) == 4
-    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[1].pk])
-    result = audit.verify()  # the two left still verify as a chain: the head shows the cut
-    assert not result.ok and result.events == 2 and result.broken_at is None
+    assert len(events) == N + 4  # (after the fixture's)
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[N + 1].pk])
+    result = audit.verify()  # those left still verify as a chain: the head shows the cut
+    assert not result.ok and result.events == N + 2 and result.broken_at is None
     assert result.reason == (
-        f"the newest 2 events are missing after #{events[1].pk}: the head records 4 events "
-        f"ending at #{events[3].pk}"
+        f"the newest 2 events are missing after #{events[N + 1].pk}: the head records "
+        f"{N + 4} events ending at #{events[N + 3].pk}"
     )
     with pytest.raises(CommandError, match="broken after 2 events: the newest 2 events"):
         call_command("verify_audit", stdout=io.StringIO())
     with pytest.raises(PolicyError, match="does not end where its head says"):
         policy_create(name="p5", user=analyst, analysis=analysis)
-    assert AuditEvent.objects.count() == 2 and not Policy.objects.filter(name="p5").exists()
+    assert AuditEvent.objects.count() == N + 2
+    assert not Policy.objects.filter(name="p5").exists()
 
 
 def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
@@ -182,11 +188,11 @@ def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
     _as_owner(f"TRUNCATE {table}" if connection.vendor == "postgresql" else f"DELETE FROM {table}")
     result = audit.verify()
     assert not result.ok and result.events == 0
-    assert result.reason == (
-        f"the newest 2 events are missing (all of them): the head records 2 events ending "
-        f"at #{last.pk}"
+    assert result.reason == (  # (the fixture's events and the two policies')
+        f"the newest {N + 2} events are missing (all of them): the head records {N + 2} "
+        f"events ending at #{last.pk}"
     )
-    with pytest.raises(CommandError, match="the newest 2 events are missing"):
+    with pytest.raises(CommandError, match=f"the newest {N + 2} events are missing"):
         call_command("verify_audit", stdout=io.StringIO())
 
 
@@ -196,9 +202,9 @@ def test_verify_audit_prints_the_head_to_keep_elsewhere(analysis, analyst):
     last = AuditEvent.objects.latest("pk")
     out = io.StringIO()
     call_command("verify_audit", stdout=out)
-    assert out.getvalue().splitlines() == [
-        f"audit head: 2 events, last #{last.pk} sha256 {last.hash}",
-        "audit chain intact: 2 events",
+    assert out.getvalue().splitlines() == [  # (the fixture's events and the two policies')
+        f"audit head: {N + 2} events, last #{last.pk} sha256 {last.hash}",
+        f"audit chain intact: {N + 2} events",
     ]
 
 
@@ -298,7 +304,7 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     head = AuditHead.objects.get()
-    assert (head.events, head.last_id, head.last_hash) == (2, last.pk, last.hash)
+    assert (head.events, head.last_id, head.last_hash) == (N + 2, last.pk, last.hash)
     assert audit.verify().ok
     _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
 
@@ -345,10 +351,13 @@ def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
         hashed.clear()
         return client.get(reverse("audit_log")).content.decode()
 
-    assert "Hash chain intact: 3 events verified." in page() and len(hashed) == 3
-    assert "Hash chain intact: 3 events verified." in page() and hashed == []  # nothing new
+    # the fixture's events, the three policies' and the sign-in's (force_login)
+    events = N + 3 + 1
+    assert f"Hash chain intact: {events} events verified." in page() and len(hashed) == events
+    assert f"Hash chain intact: {events} events verified." in page() and hashed == []  # none new
     policy_create(name="p4", user=analyst, analysis=analysis)
-    assert "Hash chain intact: 4 events verified." in page() and len(hashed) == 1  # the new one
+    assert f"Hash chain intact: {events + 1} events verified." in page()
+    assert len(hashed) == 1  # the new one
     oldest = AuditEvent.objects.order_by("pk").first()
     _raw_tamper(oldest.pk)  # the head does not move: the rows themselves show the change
     trail = page()
