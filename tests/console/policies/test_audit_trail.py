@@ -46,6 +46,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # data is recorded): the upload, its ingest, its first analysis, its raw file deleted
 FIXTURE_ACTIONS = ["upload.create", "ingest.done", "analysis.done", "raw.delete"]
 N = len(FIXTURE_ACTIONS)
+# a policy drafted from the analysis re-runs it with its own lifetime and scope, asked for
+# and ended (#17); the drafts after it with the same lifetime and scope reuse that re-run
+RERUN = ["analysis.create", "analysis.done"]
 
 
 # --- audit ---------------------------------------------------------------------------------
@@ -53,9 +56,9 @@ def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
     version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
     actions = list(AuditEvent.objects.values_list("action", flat=True))
-    assert actions[:N] == FIXTURE_ACTIONS
-    assert actions[N : N + 2] == ["policy.create", "policy.edit"]
-    assert actions[-2:] == ["policy.submit", "policy.approve"]
+    # the edit (a complete body: another lifetime) re-runs it again
+    assert actions == [*FIXTURE_ACTIONS, "policy.create", *RERUN, "policy.edit", *RERUN,
+                       "policy.submit", "policy.approve"]  # fmt: skip
     events = list(AuditEvent.objects.order_by("pk"))
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
     result = audit.verify()
@@ -136,7 +139,7 @@ def test_the_database_refuses_to_cut_the_audit_trail_or_move_its_head(analysis, 
     for name in ("p1", "p2", "p3"):
         policy_create(name=name, user=analyst, analysis=analysis)
     events = AuditEvent.objects.count()
-    assert events == N + 3  # (after the fixture's)
+    assert events == N + 3 + len(RERUN)  # (after the fixture's; p1's re-run)
     trail, head = AuditEvent._meta.db_table, AuditHead._meta.db_table
     statements = [
         f"DELETE FROM {trail}",
@@ -164,19 +167,20 @@ def test_a_cut_tail_is_detected_named_and_nothing_is_recorded_on_top(analysis, a
     for name in ("p1", "p2", "p3", "p4"):
         policy_create(name=name, user=analyst, analysis=analysis)
     events = list(AuditEvent.objects.order_by("pk"))
-    assert len(events) == N + 4  # (after the fixture's)
-    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[N + 1].pk])
+    assert len(events) == N + 4 + len(RERUN)  # (after the fixture's; p1's re-run)
+    kept = len(events) - 2  # the newest two cut
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[kept - 1].pk])
     result = audit.verify()  # those left still verify as a chain: the head shows the cut
-    assert not result.ok and result.events == N + 2 and result.broken_at is None
+    assert not result.ok and result.events == kept and result.broken_at is None
     assert result.reason == (
-        f"the newest 2 events are missing after #{events[N + 1].pk}: the head records "
-        f"{N + 4} events ending at #{events[N + 3].pk}"
+        f"the newest 2 events are missing after #{events[kept - 1].pk}: the head records "
+        f"{len(events)} events ending at #{events[-1].pk}"
     )
-    with pytest.raises(CommandError, match="broken after 2 events: the newest 2 events"):
+    with pytest.raises(CommandError, match=f"broken after {kept} events: the newest 2 events"):
         call_command("verify_audit", stdout=io.StringIO())
     with pytest.raises(PolicyError, match="does not end where its head says"):
         policy_create(name="p5", user=analyst, analysis=analysis)
-    assert AuditEvent.objects.count() == N + 2
+    assert AuditEvent.objects.count() == kept
     assert not Policy.objects.filter(name="p5").exists()
 
 
@@ -188,11 +192,12 @@ def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
     _as_owner(f"TRUNCATE {table}" if connection.vendor == "postgresql" else f"DELETE FROM {table}")
     result = audit.verify()
     assert not result.ok and result.events == 0
-    assert result.reason == (  # (the fixture's events and the two policies')
-        f"the newest {N + 2} events are missing (all of them): the head records {N + 2} "
-        f"events ending at #{last.pk}"
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
+    assert result.reason == (
+        f"the newest {recorded} events are missing (all of them): the head records "
+        f"{recorded} events ending at #{last.pk}"
     )
-    with pytest.raises(CommandError, match=f"the newest {N + 2} events are missing"):
+    with pytest.raises(CommandError, match=f"the newest {recorded} events are missing"):
         call_command("verify_audit", stdout=io.StringIO())
 
 
@@ -202,9 +207,10 @@ def test_verify_audit_prints_the_head_to_keep_elsewhere(analysis, analyst):
     last = AuditEvent.objects.latest("pk")
     out = io.StringIO()
     call_command("verify_audit", stdout=out)
-    assert out.getvalue().splitlines() == [  # (the fixture's events and the two policies')
-        f"audit head: {N + 2} events, last #{last.pk} sha256 {last.hash}",
-        f"audit chain intact: {N + 2} events",
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
+    assert out.getvalue().splitlines() == [
+        f"audit head: {recorded} events, last #{last.pk} sha256 {last.hash}",
+        f"audit chain intact: {recorded} events",
     ]
 
 
@@ -304,7 +310,8 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     head = AuditHead.objects.get()
-    assert (head.events, head.last_id, head.last_hash) == (N + 2, last.pk, last.hash)
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
+    assert (head.events, head.last_id, head.last_hash) == (recorded, last.pk, last.hash)
     assert audit.verify().ok
     _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
 
@@ -351,8 +358,8 @@ def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
         hashed.clear()
         return client.get(reverse("audit_log")).content.decode()
 
-    # the fixture's events, the three policies' and the sign-in's (force_login)
-    events = N + 3 + 1
+    # the fixture's events, the three policies', p1's re-run and the sign-in (force_login)
+    events = N + 3 + len(RERUN) + 1
     assert f"Hash chain intact: {events} events verified." in page() and len(hashed) == events
     assert f"Hash chain intact: {events} events verified." in page() and hashed == []  # none new
     policy_create(name="p4", user=analyst, analysis=analysis)
