@@ -70,7 +70,9 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                     tokenizer=data["tokenizer"],
                     keep_raw_until=data["keep_until"],
                 )
-            except StorageError as exc:
+            # (a broken audit trail: no upload without its event; its files, stored first,
+            # are purged as no upload's)
+            except (StorageError, audit.AuditTrailBroken) as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect("upload_detail", pk=upload.pk)

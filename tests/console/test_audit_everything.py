@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,6 +23,7 @@ from bench.generate import chat_requests
 from console.audit_actions import ACTIONS, label_of
 from console.benchmarks.housekeeping import BENCH_RUN
 from console.leftovers import raw_folder
+from console.management.commands.flush import guards_off
 from console.models import Analysis, AuditEvent, BenchRun, JobStatus, Upload
 from console.policies import audit
 from console.policies.services import policy_create, version_update
@@ -433,6 +435,33 @@ def test_a_page_refused_to_a_role_is_one_event(client, auditor):
     assert (refused.object_id, refused.details["reason"]) == ("evidence_list", reason)
     assert not Upload.objects.exists() and not BenchRun.objects.exists()
     assert_verifies()
+
+
+def test_with_the_trail_cut_an_upload_is_refused_saying_why_and_sign_in_goes_on(
+    client, analyst, tmp_path
+):
+    signed_in(client, analyst)
+    newest = AuditEvent.objects.latest("pk")  # the sign-in's
+    with transaction.atomic(), guards_off(connection), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
+    log = chat_file(tmp_path, "day.jsonl", list(chat_requests(5, seed=5)))
+    with open(log, "rb") as fh:
+        form = {
+            "name": "day",
+            "files": [fh],
+            "format": "auto",
+            "block_sizes": ["256"],
+            "retention": "delete",
+        }
+        response = client.post(reverse("upload_new"), form)
+    assert response.status_code == 200  # the form again, saying why: not a 500
+    assert "The audit trail does not end where its head says" in response.content.decode()
+    assert not Upload.objects.exists()
+    client.logout()  # signing in still works (an administrator comes to see the break)
+    assert (
+        client.post(reverse("login"), {"username": "ana", "password": PASSWORD}).status_code == 302
+    )
+    assert not audit.verify().ok and not AuditEvent.objects.filter(pk__gt=newest.pk).exists()
 
 
 # --- the vocabulary -------------------------------------------------------------------------
