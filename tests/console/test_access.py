@@ -30,7 +30,7 @@ from tests.console.factories import (
     submitted_version,
     vllm_file,
 )
-from tests.console.waiting import wait_for
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,17 +82,10 @@ def world(chat_log, analyst, approver):
                                               params=analysis.params, status=JobStatus.FAILED,
                                               message="x", created_by=analyst)  # fmt: skip
     run = bench_runs_create(files=[vllm_file("w.json")], tags=BENCH_TAGS, user=analyst)[0]
-    wait_for(_settled)  # a worker still writing would change the state the tests compare
+    wait_for(settled)  # a worker still writing would change the state the tests compare
     return {"upload": upload, "analysis": analysis, "draft": draft, "review": review,
             "approved": approved, "failed": failed,
             "failed_analysis": failed_analysis, "run": run}  # fmt: skip
-
-
-def _settled() -> bool:
-    """No upload or analysis is queued or running (on a real worker they run meanwhile)."""
-    busy = (JobStatus.PENDING, JobStatus.RUNNING)
-    return not (Upload.objects.filter(status__in=busy).exists()
-                or Analysis.objects.filter(status__in=busy).exists())  # fmt: skip
 
 
 def _target(name: str, w: dict) -> tuple[str, dict]:
@@ -187,7 +180,7 @@ def test_views_that_change_something_refuse_other_roles(
         assert _state() != before, f"{allowed} could not use {name}"
         # what the control queued finishes first: the teardown's TRUNCATE deadlocks with a
         # worker's writes
-        wait_for(_settled)
+        wait_for(settled)
 
 
 def test_every_page_needs_sign_in(world):

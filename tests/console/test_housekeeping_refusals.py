@@ -28,6 +28,7 @@ from tests.console.factories import (
     vllm_file,
 )
 from tests.console.test_housekeeping import assert_chain_verifies, data_dir, newest
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EVIDENCE_RULE = "relies on it as evidence. A policy's evidence stays as long as the policy does"
@@ -48,6 +49,7 @@ def test_the_evidence_of_an_approved_policy_is_not_deleted(client, analysis, ana
     rerun = version.constrained_analysis  # the policy's own re-run is evidence too
     assert rerun is not None
     client.force_login(analyst)
+    wait_for(settled)  # its re-runs' ends are events too (#17)
     before, since = data_dir(), newest()
     refusal = _refused(client, reverse("analysis_delete", args=[analysis.pk]))
     assert refusal.startswith(
