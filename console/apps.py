@@ -10,4 +10,7 @@ class ConsoleConfig(AppConfig):
         # every process knows every task by name once Django is set up (a worker by
         # Celery's discovery too), so a service queues a job by its name and never
         # imports a task module (console.jobs.task_named)
+        # and the audit trail hears every sign-in, and every one refused, whichever page
+        # (or test client) signs in (console.signin's receivers)
+        import console.signin
         import console.uploads.tasks  # noqa: F401

@@ -171,23 +171,35 @@ def claim(model: JobModel, pk: int, redelivered: bool = False) -> bool:
     )  # fmt: skip
 
 
-def fail(model: JobModel, pk: int, message: str, run: dt.datetime | None = None, **fields) -> bool:
+def fail(
+    model: JobModel,
+    pk: int,
+    message: str,
+    run: dt.datetime | None = None,
+    *,
+    recorded: Callable[[], object] | None = None,
+    **fields,
+) -> bool:
     """Mark a job failed; if the database is away (a restart), reconnect and try again
     for about a minute rather than leave the job "running" with nobody on it. With `run`
     (the claim's started_at), only while that run still owns the job: a run that was
     taken over never overwrites its successor's outcome. `fields`: more columns to write
-    with the failure. Returns whether it was written (False: another run owns the job)."""
+    with the failure; `recorded`: what else to write when the failure is (its audit
+    event), in the same transaction. Returns whether it was written (False: another run
+    owns the job)."""
     owned = {"status": JobStatus.RUNNING, "started_at": run} if run is not None else {}
     for attempt in range(8):
         try:
-            return bool(
-                model.objects.filter(pk=pk, **owned).update(
+            with transaction.atomic():
+                failed = model.objects.filter(pk=pk, **owned).update(
                     status=JobStatus.FAILED,
                     finished_at=timezone.now(),
                     message=message[:2000],
                     **fields,
                 )
-            )
+                if failed and recorded is not None:
+                    recorded()
+            return bool(failed)
         except DB_LOST:
             if attempt == 7:
                 raise

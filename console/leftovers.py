@@ -11,6 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from console.models import Upload
+from console.uploads import audit_events
 
 # a stored tokenizer.json's name ends so (a log's ends .log): see console.uploads.storage
 TOKENIZER_SUFFIX = ".tokenizer.json"
@@ -62,4 +63,7 @@ def purge_unreferenced_raw() -> int:
         referenced.update(Path(p).name for p in [*paths, *([tokenizer] if tokenizer else [])])
     stored = [*raw_folder().glob("*.log"), *raw_folder().glob(f"*{TOKENIZER_SUFFIX}")]
     orphans = [p for p in stored if p.name not in referenced and _older_than(p, cutoff)]
-    return _remove_all(orphans)
+    removed = _remove_all(orphans)
+    if removed:  # uploaded bytes, though no upload row had them: the trail says they went
+        audit_events.orphans_deleted(removed)
+    return removed

@@ -10,6 +10,8 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 
+from console.web import record_forbidden
+
 ANALYST, APPROVER, AUDITOR = "analyst", "approver", "auditor"
 ROLES = (ANALYST, APPROVER, AUDITOR)
 # permissions each role's group holds (app_label.codename)
@@ -60,13 +62,14 @@ def can_approve(user) -> bool:
 
 def _role_required(allowed: Callable[[Any], bool], refusal: str) -> Callable:
     """A view decorator: signed in (else the sign-in page), and allowed(user) (else 403,
-    saying `refusal`)."""
+    saying `refusal`, and recorded in the audit trail)."""
 
     def decorate(view: Callable) -> Callable:
         @login_required
         @wraps(view)
         def wrapper(request, *args, **kwargs):
             if not allowed(request.user):
+                record_forbidden(request, refusal)
                 raise PermissionDenied(refusal)
             return view(request, *args, **kwargs)
 

@@ -1,6 +1,8 @@
 """Sign-in throttling: after repeated failures an account (and, more loosely, an address)
 is refused for a while, even with the right password. Failures are rows in the database,
-so every web process of a deployment sees the same count."""
+so every web process of a deployment sees the same count. Every sign-in, and every one
+refused (a wrong password or username, or throttled), is an audit event: the username
+tried and the address, never the password."""
 
 from __future__ import annotations
 
@@ -9,10 +11,16 @@ import datetime as dt
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db import models
+from django.dispatch import receiver
 from django.utils import timezone
 
 from console.format import moment_text
+from console.policies import audit
+
+WRONG_CREDENTIALS = "wrong username or password"  # (or an inactive account: Django's words)
+THROTTLED = "throttled"
 
 
 class SignInFailure(models.Model):
@@ -72,7 +80,8 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         username = self.cleaned_data.get("username") or ""
         address = client_address(self.request)
         refused = throttled(username, address)
-        if refused:
+        if refused:  # the password is not even checked: no user_login_failed signal
+            record_refused(username, address, THROTTLED)
             raise forms.ValidationError(refused, code="throttled")
         try:
             return super().clean()
@@ -84,3 +93,25 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 def _forget_old_failures() -> None:
     since = timezone.now() - dt.timedelta(seconds=settings.KVSCOPE_LOGIN_LOCKOUT_SECONDS)
     SignInFailure.objects.filter(at__lt=since).delete()
+
+
+def record_refused(username: str, address: str, reason: str) -> None:
+    """auth.refused: a sign-in refused, named by the username tried (no user row may have
+    it); never the password."""
+    details = {"username": username[:150], "address": address, "reason": reason}
+    audit.record_unless_broken(actor=None, action="auth.refused", object_type="User",
+                               object_id=username or "(none)", details=details)  # fmt: skip
+
+
+@receiver(user_logged_in, dispatch_uid="kvscope.audit.sign_in")
+def _signed_in(sender, request, user, **kwargs) -> None:
+    audit.record_unless_broken(actor=user, action="auth.sign_in", obj=user,
+                               details={"address": client_address(request)})  # fmt: skip
+
+
+@receiver(user_login_failed, dispatch_uid="kvscope.audit.sign_in_failed")
+def _sign_in_failed(sender, credentials: dict, request=None, **kwargs) -> None:
+    """Django's signal for credentials authenticate() refused (the sign-in form's and the
+    admin's); `credentials` has the password masked already, and only the username is read."""
+    record_refused(str(credentials.get("username") or ""), client_address(request),
+                   WRONG_CREDENTIALS)  # fmt: skip

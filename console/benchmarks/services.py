@@ -15,6 +15,7 @@ from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_
 from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
 from console.benchmarks.models import BenchRun
 from console.format import moment_text
+from console.policies import audit
 
 VERSION_KEYS = ("driver", "cuda", "engine", "model_revision", "tokenizer")
 MAX_RESULT_BYTES = 64 << 20
@@ -44,12 +45,12 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
         if not (tags.get("model_name") or result.model):
             errors.setdefault("model_name", []).append(
                 f"{upload.name} does not name its model: give it.")  # fmt: skip
-        parsed.append((upload.name, raw, result))
+        parsed.append((upload.name, upload.size, raw, result))
     if errors:
         raise BenchUploadError(errors)
     runs = []
     with transaction.atomic():
-        for name, raw, result in parsed:
+        for name, size, raw, result in parsed:
             concurrency = tags.get("concurrency") or result.max_concurrency
             model_name = tags.get("model_name") or result.model
             runs.append(BenchRun.objects.create(
@@ -64,7 +65,16 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
                 versions={k: tags[k] for k in VERSION_KEYS if tags.get(k)},
                 topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
             ))  # fmt: skip
+            _record_upload(runs[-1], user, size)
     return runs
+
+
+def _record_upload(run: BenchRun, user, size: int) -> None:
+    """benchmark.upload: one event per run stored (each file is its own run)."""
+    audit.record(actor=user, action="benchmark.upload", obj=run, details={
+        "file": run.name, "bytes": size, "tool": run.tool, "model": run.model_name,
+        "tiers": run.tier_label, "context_tokens": run.context_tokens,
+        "concurrency": run.concurrency})  # fmt: skip
 
 
 def _read(upload: UploadedFile) -> tuple[object, BenchResult]:

@@ -22,6 +22,7 @@ from console.benchmarks.services import (
     runs_table,
 )
 from console.downloads import json_file
+from console.policies import audit
 from console.roles import can_analyze, reader_required
 from console.uploads.limits import files_refused
 from console.web import download, forbidden
@@ -83,18 +84,23 @@ def benchmark_compare(request: HttpRequest) -> HttpResponse:
 def benchmark_runs_csv(request: HttpRequest) -> HttpResponse:
     """Every run of one model, tags and numbers, for a spreadsheet."""
     model_name = request.GET.get("model", "")
-    return download(
-        runs_csv(runs_table(model_name)),
-        f"kvscope-runs-{slugify(model_name) or 'model'}.csv",
-        "text/csv",
-    )
+    rows = runs_table(model_name)
+    name = f"kvscope-runs-{slugify(model_name) or 'model'}.csv"
+    runs = list(BenchRun.objects.filter(model_name=model_name).values_list("pk", flat=True))
+    audit.record(actor=request.user, action="download.benchmark_csv", object_type="BenchModel",
+                 object_id=model_name or "-", details={
+                     "file": name, "model": model_name, "runs": runs})  # fmt: skip
+    return download(runs_csv(rows), name, "text/csv")
 
 
 @reader_required
 def benchmark_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's result file as it was uploaded (kept whole)."""
     run = get_object_or_404(BenchRun, pk=pk)
-    return download(json_file(run.raw), f"kvscope-run-{run.pk}.json", "application/json")
+    name = f"kvscope-run-{run.pk}.json"
+    audit.record(actor=request.user, action="download.benchmark_raw", obj=run,
+                 details={"file": name, "name": run.name})  # fmt: skip
+    return download(json_file(run.raw), name, "application/json")
 
 
 @reader_required

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from dataclasses import dataclass
 
@@ -12,9 +13,11 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from console.audit_actions import ACTIONS
 from console.policies.chain import GENESIS, LinkCheck, event_hash
 from console.policies.models import AuditEvent, AuditHead, PolicyError
 
+log = logging.getLogger(__name__)
 HEAD_ID = 1  # the head is one row
 _LOCK_KEY = 0x6B7673636F7065  # "kvscope": serializes appends on PostgreSQL
 
@@ -24,9 +27,26 @@ class AuditTrailBroken(PolicyError):
     (every policy change needs its event, so policy changes stop until it is resolved)."""
 
 
-def record(*, actor, action: str, obj, details: dict | None = None) -> AuditEvent:
+def record(
+    *,
+    actor,
+    action: str,
+    obj=None,
+    details: dict | None = None,
+    object_type: str = "",
+    object_id: str | int | None = None,
+) -> AuditEvent:
     """Append one event and move the head onto it. Runs inside the caller's transaction,
-    so the event exists exactly when the change it describes does."""
+    so the event exists exactly when the change it describes does. The event names `obj`
+    (a model row); an event about no row (a sign-in refused for a username, a page refused)
+    names what it is about with `object_type` and `object_id` instead."""
+    if action not in ACTIONS:  # the audit page labels every action from that list
+        raise ValueError(f"{action!r} is not in console.audit_actions.ACTIONS")
+    if obj is not None:
+        object_type, object_id = type(obj).__name__, obj.pk
+    elif not object_type or object_id is None:
+        raise ValueError("an audit event names its object: obj, or object_type and object_id")
+    object_id = str(object_id)[: AuditEvent._meta.get_field("object_id").max_length]
     details = orjson.loads(orjson.dumps(details or {}))  # JSON-normal, as it will be read back
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -43,7 +63,6 @@ def record(*, actor, action: str, obj, details: dict | None = None) -> AuditEven
         prev = head.last_hash if head is not None else GENESIS
         at = timezone.now()
         actor_name = actor.get_username() if actor is not None else "system"
-        object_type, object_id = type(obj).__name__, str(obj.pk)
         event = AuditEvent(
             at=at,
             actor=actor,
@@ -67,6 +86,17 @@ def record(*, actor, action: str, obj, details: dict | None = None) -> AuditEven
                 events=F("events") + 1, last_id=event.pk, last_hash=event.hash, at=at
             )
     return event
+
+
+def record_unless_broken(**event) -> AuditEvent | None:
+    """record(event), or None (logged as an error) when the trail is broken: for the events
+    of signing in and of refusals, which must not lock everyone out (an administrator
+    signs in to see the break) while nothing else can be recorded."""
+    try:
+        return record(**event)
+    except AuditTrailBroken:
+        log.error("not recorded, the audit trail is broken: %s", event.get("action"))
+        return None
 
 
 @dataclass(frozen=True)

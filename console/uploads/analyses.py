@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,6 +17,7 @@ from console.engine import analysis_params, stored_defaults
 from console.heartbeat import heartbeat
 from console.jobs import claim, dispatch, fail, progress_writer, requeue
 from console.models import Analysis, JobStatus, Upload
+from console.uploads import audit_events
 from console.uploads.figures import draw
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ DEFAULT_PARAMS = stored_defaults()
 # when several were ingested: the chat default, LMCache's 256-token chunk, if it is among
 # them; else the format's own if it is (a trace's 512); else the smallest.
 FIRST_ANALYSIS_BLOCK_TOKENS = DEFAULT_BLOCK_TOKENS["chat"]
+POLICY_RERUN = "policy re-run"  # why a policy's re-run analysis was asked for (its event)
 
 
 def first_analysis_block_size(sizes: Sequence[int], source_format: str) -> int:
@@ -46,15 +49,20 @@ def default_block_size(upload: Upload) -> int:
     return DEFAULT_BLOCK_TOKENS.get(log_format, FIRST_ANALYSIS_BLOCK_TOKENS)
 
 
-def analysis_create(*, upload: Upload, block_tokens: int, params: dict, user=None) -> Analysis:
-    """Queue an analysis of an upload's stored block stream with new parameters."""
+def analysis_create(
+    *, upload: Upload, block_tokens: int, params: dict, user=None, why: str = "asked"
+) -> Analysis:
+    """Queue an analysis of an upload's stored block stream with new parameters, recorded
+    (analysis.create) with `why` it was asked for."""
     if str(block_tokens) not in upload.streams:
         raise ValueError(f"this upload has no {block_tokens}-token block stream")
     analysis_params(**params).validate()  # refuse bad parameters before queueing
-    analysis = Analysis.objects.create(
-        upload=upload, created_by=user, block_tokens=block_tokens, params=params
-    )
-    dispatch(Analysis, analysis.pk)
+    with transaction.atomic():
+        analysis = Analysis.objects.create(
+            upload=upload, created_by=user, block_tokens=block_tokens, params=params
+        )
+        audit_events.analysis_created(analysis, user, why)
+        dispatch(Analysis, analysis.pk)
     return analysis
 
 
@@ -72,17 +80,19 @@ def analysis_reuse_or_create(
         # (compared in Python: JSON equality in SQL differs by database and key order)
         existing = next((a for a in same if a.params == params), None)
         if existing is None:
-            return analysis_create(
-                upload=upload, block_tokens=block_tokens, params=params, user=user
-            )
+            return analysis_create(upload=upload, block_tokens=block_tokens, params=params,
+                                   user=user, why=POLICY_RERUN)  # fmt: skip
     if existing.status == JobStatus.FAILED:
-        analysis_retry(analysis=existing)
+        analysis_retry(analysis=existing, user=user)
     return Analysis.objects.get(pk=existing.pk)
 
 
-def analysis_retry(*, analysis: Analysis) -> Analysis:
-    """Queue a failed or stalled analysis again (its stream is still stored)."""
-    requeue(Analysis, analysis.pk)
+def analysis_retry(*, analysis: Analysis, user=None) -> Analysis:
+    """Queue a failed or stalled analysis again (its stream is still stored), recorded
+    (analysis.retry, by `user`; None: the system) when it was queued again."""
+    with transaction.atomic():
+        if requeue(Analysis, analysis.pk):
+            audit_events.analysis_retried(analysis, user)
     analysis.refresh_from_db()
     return analysis
 
@@ -100,16 +110,27 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
             stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
             report = analyze(stream, analysis_params(**analysis.params), progress=progress)
     except (ValueError, KeyError, OSError) as exc:
-        fail(Analysis, analysis_id, f"{type(exc).__name__}: {exc}", run)
+        _failed(analysis, f"{type(exc).__name__}: {exc}")
         return
     except Exception as exc:
         log.exception("analysis %s failed", analysis_id)
-        fail(Analysis, analysis_id, f"internal error: {type(exc).__name__}: {exc}", run)
+        _failed(analysis, f"internal error: {type(exc).__name__}: {exc}")
         raise
-    Analysis.objects.filter(pk=analysis_id, status=JobStatus.RUNNING, started_at=run).update(
-        report=(report_dict := report.to_dict()),
-        figures=draw(report_dict),
-        status=JobStatus.DONE,
-        stage="done",
-        finished_at=timezone.now(),
-    )
+    with transaction.atomic():
+        done = Analysis.objects.filter(
+            pk=analysis_id, status=JobStatus.RUNNING, started_at=run
+        ).update(
+            report=(report_dict := report.to_dict()),
+            figures=draw(report_dict),
+            status=JobStatus.DONE,
+            stage="done",
+            finished_at=timezone.now(),
+        )
+        if done:  # (a run taken over writes nothing, and records nothing)
+            audit_events.analysis_ended(analysis)
+
+
+def _failed(analysis: Analysis, message: str) -> None:
+    """The run's failure, with its analysis.fail event (if this run still owns it)."""
+    fail(Analysis, analysis.pk, message, analysis.started_at,
+         recorded=partial(audit_events.analysis_ended, analysis, reason=message))  # fmt: skip

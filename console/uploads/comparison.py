@@ -15,6 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from analysis.compare import differing_parameters, headline_rows
 from console.models import Analysis
+from console.policies import audit
 from console.roles import reader_required
 from console.uploads import exports, selectors
 from console.uploads.selectors import MAX_COMPARED
@@ -82,6 +83,10 @@ def compare(request: HttpRequest) -> HttpResponse:
     if request.GET.get("format") == "csv":
         stem = "kvscope-compare-" + "-".join(str(pk) for pk in pks)
         csv = exports.compare_csv([f"#{pk}" for pk in pks], rows, baseline)
+        # about several analyses, no one row: named by their ids, as the file is
+        details = {"file": f"{stem}.csv", "analyses": pks, "baseline": pks[baseline]}
+        audit.record(actor=request.user, action="download.compare", object_type="Comparison",
+                     object_id="-".join(str(pk) for pk in pks), details=details)  # fmt: skip
         return download(csv, f"{stem}.csv", "text/csv")
     context = {
         "analyses": analyses,

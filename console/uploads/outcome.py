@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from functools import partial
 from pathlib import Path
 
 from django.db import connection, transaction
@@ -17,6 +18,7 @@ from console.engine import analysis_params, ingest_options
 from console.heartbeat import DB_LOST, worker_name
 from console.jobs import fail, failure_message
 from console.models import Analysis, JobStatus, Upload
+from console.uploads import audit_events
 from console.uploads.analyses import DEFAULT_PARAMS, first_analysis_block_size
 from console.uploads.figures import draw
 from console.uploads.storage import RAW_DELETED, unlink_raw_files, upload_delete_raw
@@ -49,7 +51,9 @@ def ingest_failed(upload: Upload, exc: Exception) -> None:
     if isinstance(exc, DB_LOST):
         connection.close()
     # (temporary folders are cleaned by whoever wrote them, and by the next run's start)
-    fail(Upload, upload.pk, failure_message(exc), upload.started_at)
+    message = failure_message(exc)
+    fail(Upload, upload.pk, message, upload.started_at,
+         recorded=partial(audit_events.ingest_failed, upload.pk, message))  # fmt: skip
     if upload.keep_raw_until is None:  # kept a day for a retry, then purged
         Upload.objects.filter(pk=upload.pk).update(
             keep_raw_until=timezone.localdate() + dt.timedelta(days=1)
@@ -68,11 +72,13 @@ def _unusable(upload: Upload, exc: UnusableInput) -> None:
     retry = bool(exc.advice) and upload.keep_raw_until is None
     if retry:  # another block size reads it: kept a day for Retry, then purged
         fields["keep_raw_until"] = timezone.localdate() + dt.timedelta(days=1)
-    # one write: no page ever shows the failure without its counts or its Retry
-    failed = fail(Upload, upload.pk, str(exc), upload.started_at, **fields)
+    # one write: no page ever shows the failure without its counts or its Retry (nor the
+    # trail without its event)
+    failed = fail(Upload, upload.pk, str(exc), upload.started_at, **fields, recorded=partial(
+        audit_events.ingest_failed, upload.pk, str(exc), skipped=exc.skipped_lines))  # fmt: skip
     # (a run taken over leaves the raw files to the run that owns the upload now)
     if failed and upload.keep_raw_until is None and not retry:  # the bytes stay unusable
-        upload_delete_raw(upload_id=upload.pk)
+        upload_delete_raw(upload_id=upload.pk, reason="unusable")
 
 
 def finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
@@ -110,7 +116,7 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
         )
         if not mine.exists():
             return False
-        Analysis.objects.create(
+        first_analysis = Analysis.objects.create(
             upload=upload,
             created_by=upload.created_by,
             block_tokens=first.block_tokens,
@@ -139,4 +145,12 @@ def _record_ingest(upload: Upload, paths: dict, first: BlockStream, params: dict
             # cleared with the status, so no page ever shows "done" with the raw file kept
             **(RAW_DELETED if delete_raw else {}),
         )
+        # its events: the ingest's, the first analysis's (asked for by nobody: it has no
+        # analysis.create) and, unless they are kept, the raw files'
+        sizes = [int(size) for size in paths]
+        audit_events.ingest_done(upload, requests=first.requests, skipped=first.skipped_lines,
+                                 sizes=sizes, analysis=first_analysis)  # fmt: skip
+        audit_events.analysis_ended(first_analysis, auto=True)
+        if delete_raw:
+            audit_events.raw_deleted(upload, "ingested")
     return True

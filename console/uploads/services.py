@@ -12,12 +12,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
 
 from analysis import ingest_to_folders
 from analysis.ingest import splittable
 from console.heartbeat import heartbeat
 from console.jobs import claim, dispatch, progress_writer, requeue
 from console.models import Analysis, JobStatus, Upload
+from console.uploads import audit_events
 from console.uploads.analyses import analysis_retry
 from console.uploads.outcome import finish_ingest, ingest_failed, upload_ingest_options
 from console.uploads.parts import ingest_in_parts
@@ -42,30 +44,36 @@ def upload_create(
     keep_raw_until=None,
     parts: int | None = None,
     queue: str | None = None,
+    sample: bool = False,
 ) -> Upload:
     """Store the raw files (and the tokenizer.json, if any) under generated names and
-    queue the ingest (after commit). `parts` > 1 splits one plain log over that many tasks
-    (default: by settings; never a log that cannot be split, see _parts_for); `queue`
-    sends it to the workers of that Celery queue (default: the default queue)."""
+    queue the ingest (after commit), the upload recorded in the audit trail with its row
+    (`sample`: the bundled sample log; files stored without their row, the process dying
+    between the two, are purge_unreferenced_raw's). `parts` > 1 splits one plain log over
+    that many tasks (default: by settings; never a log that cannot be split, see
+    _parts_for); `queue` sends it to the workers of that Celery queue (default: the
+    default queue)."""
     stored, kept_tokenizer = store_raw_files(sources, tokenizer)
     tokenizer_path, tokenizer_name = kept_tokenizer or ("", "")
-    upload = Upload.objects.create(
-        ingest_parts=_parts_for([path for path, _ in stored], format, parts),
-        name=name,
-        created_by=user,
-        format=format,
-        block_sizes=sorted(set(block_sizes)),
-        previews=previews,
-        trace_partial_cached=trace_partial_cached,
-        tools_position=tools_position,
-        tokenizer_path=str(tokenizer_path),
-        tokenizer_name=tokenizer_name,
-        keep_raw_until=keep_raw_until,
-        raw_paths=[str(path) for path, _ in stored],
-        raw_names=[original for _, original in stored],
-        raw_size=sum(path.stat().st_size for path, _ in stored),
-    )
-    dispatch(Upload, upload.pk, queue)
+    with transaction.atomic():
+        upload = Upload.objects.create(
+            ingest_parts=_parts_for([path for path, _ in stored], format, parts),
+            name=name,
+            created_by=user,
+            format=format,
+            block_sizes=sorted(set(block_sizes)),
+            previews=previews,
+            trace_partial_cached=trace_partial_cached,
+            tools_position=tools_position,
+            tokenizer_path=str(tokenizer_path),
+            tokenizer_name=tokenizer_name,
+            keep_raw_until=keep_raw_until,
+            raw_paths=[str(path) for path, _ in stored],
+            raw_names=[original for _, original in stored],
+            raw_size=sum(path.stat().st_size for path, _ in stored),
+        )
+        audit_events.upload_created(upload, user, sample=sample)
+        dispatch(Upload, upload.pk, queue)
     return upload
 
 
@@ -83,10 +91,11 @@ def _parts_for(paths: list[Path], log_format: str, asked: int | None) -> int:
     return settings.KVSCOPE_INGEST_PARTS if big else 1
 
 
-def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None) -> Upload:
+def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None, user=None) -> Upload:
     """Queue a failed or stalled ingest again, if its raw files are still there. `block_sizes`
     replaces the sizes chosen at upload ([]: the format's own; None: keep them); every other
-    choice (format, tool placement, tokenizer) is the upload's, as read the first time."""
+    choice (format, tool placement, tokenizer) is the upload's, as read the first time.
+    Recorded (ingest.retry, by `user`; None: the system) when it was queued again."""
     if not upload.raw_paths or not all(Path(p).exists() for p in upload.raw_paths):
         raise RetryRefused("The raw files are gone; upload the log again.")
     if upload.tokenizer_path and not Path(upload.tokenizer_path).exists():
@@ -95,16 +104,19 @@ def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None) ->
     if block_sizes is not None and any(size < 1 for size in block_sizes):
         raise ValueError(f"block sizes must be positive: {list(block_sizes)}")
     new_sizes = {} if block_sizes is None else {"block_sizes": sorted(set(block_sizes))}
-    requeue(
-        Upload,
-        upload.pk,
-        **new_sizes,
-        # what the failed run read (kept on the failed row for its page) starts over
-        errors=[],
-        skipped_lines=0,
-        requests_done=0,
-        skipped_so_far=0,
-    )
+    with transaction.atomic():
+        queued = requeue(
+            Upload,
+            upload.pk,
+            **new_sizes,
+            # what the failed run read (kept on the failed row for its page) starts over
+            errors=[],
+            skipped_lines=0,
+            requests_done=0,
+            skipped_so_far=0,
+        )
+        if queued:
+            audit_events.ingest_retried(upload, user, new_sizes.get("block_sizes"))
     upload.refresh_from_db()
     return upload
 

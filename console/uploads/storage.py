@@ -13,10 +13,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
 from django.utils import timezone
 
 from console.leftovers import TOKENIZER_SUFFIX, raw_folder
 from console.models import Upload
+from console.uploads import audit_events
 
 
 class StorageError(Exception):
@@ -109,16 +111,22 @@ def unlink_raw_files(upload: Upload) -> None:
         Path(path).unlink(missing_ok=True)
 
 
-def upload_delete_raw(*, upload_id: int) -> None:
-    unlink_raw_files(Upload.objects.get(pk=upload_id))
-    Upload.objects.filter(pk=upload_id).update(**RAW_DELETED)
+def upload_delete_raw(*, upload_id: int, reason: str, user=None) -> bool:
+    """Delete an upload's raw files, the row cleared with its raw.delete event (`reason`:
+    see audit_events.raw_deleted) in one transaction, then the files: a file is never
+    gone while a row still names it. False if they were gone already (nothing recorded)."""
+    with transaction.atomic():
+        upload = Upload.objects.select_for_update().filter(pk=upload_id).first()
+        if upload is None or not (upload.raw_paths or upload.tokenizer_path):
+            return False
+        Upload.objects.filter(pk=upload_id).update(**RAW_DELETED)
+        audit_events.raw_deleted(upload, reason, user)
+    unlink_raw_files(upload)
+    return True
 
 
 def purge_expired_raw() -> int:
     """Delete raw files kept past their date; returns how many uploads were purged."""
     expired = Upload.objects.filter(keep_raw_until__lt=timezone.localdate()).exclude(raw_paths=[])
-    count = 0
-    for upload in expired:
-        upload_delete_raw(upload_id=upload.pk)
-        count += 1
-    return count
+    return sum(upload_delete_raw(upload_id=pk, reason="expired")
+               for pk in expired.values_list("pk", flat=True))  # fmt: skip

@@ -17,6 +17,7 @@ from analysis.replay import ReplayOptions, replay_lines
 from console.downloads import json_file
 from console.format import bytes_text
 from console.models import Analysis, JobStatus, Upload
+from console.policies import audit
 from console.roles import analyst_required, can_analyze, reader_required
 from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
@@ -69,7 +70,9 @@ def upload_new(request: HttpRequest) -> HttpResponse:
                     tokenizer=data["tokenizer"],
                     keep_raw_until=data["keep_until"],
                 )
-            except StorageError as exc:
+            # (a broken audit trail: no upload without its event; its files, stored first,
+            # are purged as no upload's)
+            except (StorageError, audit.AuditTrailBroken) as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect("upload_detail", pk=upload.pk)
@@ -109,6 +112,7 @@ def upload_sample(request: HttpRequest) -> HttpResponse:
         sources=[SAMPLE_LOG],
         user=request.user,
         block_sizes=[256],
+        sample=True,
     )
     upload.refresh_from_db()
     landing = selectors.landing_analysis(upload)
@@ -177,7 +181,7 @@ def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
             return _upload_page(request, upload, retry_form=form, status=400)
         block_sizes = form.cleaned_data["block_sizes"]
     try:
-        retried = upload_retry(upload=upload, block_sizes=block_sizes)
+        retried = upload_retry(upload=upload, block_sizes=block_sizes, user=request.user)
     except RetryRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -193,7 +197,7 @@ def upload_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
 @analyst_required
 def analysis_retry_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Run a failed or stalled analysis again (a live one is left alone)."""
-    analysis = analysis_retry(analysis=get_object_or_404(Analysis, pk=pk))
+    analysis = analysis_retry(analysis=get_object_or_404(Analysis, pk=pk), user=request.user)
     if analysis.status == JobStatus.FAILED or analysis.stalled:
         messages.error(request, "The analysis could not be queued again.")
     return redirect("analysis_detail", pk=pk)
@@ -278,7 +282,10 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     analysis = get_object_or_404(Analysis, pk=pk, status=JobStatus.DONE)
     stem = f"kvscope-analysis-{analysis.pk}"
     if what == "report.json":
-        return download(json_file(analysis.report), f"{stem}.json", "application/json")
+        body = json_file(analysis.report)
+        audit.record(actor=request.user, action="download.report", obj=analysis,
+                     details={"file": f"{stem}.json", "upload": analysis.upload_id})  # fmt: skip
+        return download(body, f"{stem}.json", "application/json")
     builders = {
         "curve.csv": exports.curve_csv,
         "windows.csv": exports.windows_csv,
@@ -288,7 +295,10 @@ def analysis_download(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     }
     if what not in builders:
         return HttpResponse(status=404)
-    return download(builders[what](analysis.report), f"{stem}-{what}", "text/csv")
+    body = builders[what](analysis.report)
+    audit.record(actor=request.user, action="download.csv", obj=analysis,
+                 details={"file": f"{stem}-{what}", "upload": analysis.upload_id})  # fmt: skip
+    return download(body, f"{stem}-{what}", "text/csv")
 
 
 def _replay_form(request: HttpRequest, pk: int) -> tuple[Upload, ReplayForm]:
@@ -338,7 +348,14 @@ def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
         return HttpResponse(f"Invalid export: {form.errors.as_text()}", status=400,
                             content_type="text/plain")  # fmt: skip
     stream = BlockStream.load(upload.streams[str(form.cleaned_data["block_tokens"])])
-    lines = replay_lines(stream, _replay_options(request, form))
+    options = _replay_options(request, form)
+    lines = replay_lines(stream, options)
     response = StreamingHttpResponse(lines, content_type="application/jsonl")
     name = f"kvscope-replay-upload{upload.pk}-b{stream.block_tokens}.jsonl"
+    # recorded when it starts streaming: what was asked for, as the form chose it
+    audit.record(actor=request.user, action="download.replay", obj=upload, details={
+        "file": name, "block_tokens": stream.block_tokens, "labels": options.labels,
+        "tenants": list(options.tenants) if options.tenants else None,
+        "start_s": options.start_s, "end_s": options.end_s, "time_scale": options.time_scale,
+    })  # fmt: skip
     return attachment(response, name)

@@ -18,7 +18,7 @@ from django.urls import URLPattern, get_resolver, reverse
 from django.utils import timezone
 
 from console.benchmarks.services import bench_runs_create
-from console.models import Analysis, JobStatus, Policy, Upload
+from console.models import Analysis, AuditEvent, AuditHead, JobStatus, Policy, Upload
 from console.policies.services import policy_create, version_approve, version_update
 from console.policies.signed_exports import export_text
 from console.uploads.services import upload_create
@@ -31,7 +31,7 @@ from tests.console.factories import (
     submitted_version,
     vllm_file,
 )
-from tests.console.waiting import wait_for
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,17 +85,10 @@ def world(chat_log, analyst, approver):
                                               params=analysis.params, status=JobStatus.FAILED,
                                               message="x", created_by=analyst)  # fmt: skip
     run = bench_runs_create(files=[vllm_file("w.json")], tags=BENCH_TAGS, user=analyst)[0]
-    wait_for(_settled)  # a worker still writing would change the state the tests compare
+    wait_for(settled)  # a worker still writing would change the state the tests compare
     return {"upload": upload, "analysis": analysis, "draft": draft, "review": review,
             "approved": approved, "failed": failed,
             "failed_analysis": failed_analysis, "run": run}  # fmt: skip
-
-
-def _settled() -> bool:
-    """No upload or analysis is queued or running (on a real worker they run meanwhile)."""
-    busy = (JobStatus.PENDING, JobStatus.RUNNING)
-    return not (Upload.objects.filter(status__in=busy).exists()
-                or Analysis.objects.filter(status__in=busy).exists())  # fmt: skip
 
 
 def _target(name: str, w: dict) -> tuple[str, dict]:
@@ -137,11 +130,24 @@ def _target(name: str, w: dict) -> tuple[str, dict]:
 
 
 def _state() -> list:
-    """Everything a POST could change: every row of every console table."""
+    """Everything a POST could change: every row of every console table but the audit
+    trail's, which records the sign-in and the refusal itself (see _refusal_events)."""
     rows = []
     for model in apps.get_app_config("console").get_models():
-        rows.append((model._meta.label, list(model.objects.order_by("pk").values())))
+        if model not in (AuditEvent, AuditHead):
+            rows.append((model._meta.label, list(model.objects.order_by("pk").values())))
     return rows
+
+
+def _newest_event() -> int:
+    return AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def _refusal_events(since: int, status: int) -> None:
+    """What a refused POST added to the audit trail: its sign-in (force_login), then its
+    403 (a 302 refusal, a policy service's, records nothing of its own)."""
+    added = list(AuditEvent.objects.filter(pk__gt=since).values_list("action", flat=True))
+    assert added == ["auth.sign_in", *(["auth.forbidden"] if status == 403 else [])], added
 
 
 @pytest.mark.parametrize("name", sorted(CHANGES))
@@ -158,14 +164,17 @@ def test_views_that_change_something_refuse_other_roles(
     url, body = _target(name, world)
     before = _state()
     for user in refused:
+        since = _newest_event()
         client = Client()
         client.force_login(user)
         response = client.post(url, body)
         assert response.status_code in (302, 403), (user, response.status_code)
         assert _state() == before, f"{user.username} changed something through {name}"
+        _refusal_events(since, response.status_code)
+    since = _newest_event()
     anonymous = Client().post(url, body)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
-    assert _state() == before
+    assert _state() == before and _newest_event() == since  # (sent to sign in: no event)
     # the control: whom it is for does change something (so the refusals above mean it)
     if name != "policy_edit":  # its body needs the whole policy form
         client = Client()
@@ -177,7 +186,7 @@ def test_views_that_change_something_refuse_other_roles(
         assert _state() != before, f"{allowed} could not use {name}"
         # what the control queued finishes first: the teardown's TRUNCATE deadlocks with a
         # worker's writes
-        wait_for(_settled)
+        wait_for(settled)
 
 
 def test_every_page_needs_sign_in(world):
@@ -249,7 +258,7 @@ def test_uploaded_files_are_stored_under_generated_names_and_never_served(
     for url in (f"/media/raw/{stored.name}", f"/raw/{stored.name}",
                 f"/static/../media/raw/{stored.name}"):  # fmt: skip
         assert client.get(url).status_code == 404
-    upload_delete_raw(upload_id=upload.pk)
+    upload_delete_raw(upload_id=upload.pk, reason="expired")
 
 
 FORM = {"name": "x", "format": "auto", "block_sizes": ["256"], "retention": "delete"}

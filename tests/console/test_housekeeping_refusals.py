@@ -27,7 +27,8 @@ from tests.console.factories import (
     make_user,
     vllm_file,
 )
-from tests.console.test_housekeeping import assert_chain_verifies, data_dir
+from tests.console.test_housekeeping import assert_chain_verifies, data_dir, newest
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EVIDENCE_RULE = "relies on it as evidence. A policy's evidence stays as long as the policy does"
@@ -48,7 +49,8 @@ def test_the_evidence_of_an_approved_policy_is_not_deleted(client, analysis, ana
     rerun = version.constrained_analysis  # the policy's own re-run is evidence too
     assert rerun is not None
     client.force_login(analyst)
-    before, events = data_dir(), AuditEvent.objects.count()
+    wait_for(settled)  # its re-runs' ends are events too (#17)
+    before, since = data_dir(), newest()
     refusal = _refused(client, reverse("analysis_delete", args=[analysis.pk]))
     assert refusal.startswith(
         f"Analysis #{analysis.pk} {analysis.summary} is not deleted: policy “exported” v1 "
@@ -65,8 +67,7 @@ def test_the_evidence_of_an_approved_policy_is_not_deleted(client, analysis, ana
     # nothing went: rows, files, and no event was recorded
     assert Analysis.objects.filter(pk__in=[analysis.pk, rerun.pk]).count() == 2
     assert Upload.objects.filter(pk=analysis.upload_id).exists() and data_dir() == before
-    assert AuditEvent.objects.count() == events
-    assert_chain_verifies(events)
+    assert_chain_verifies(0, since)
 
 
 def test_a_draft_relying_on_an_analysis_is_named_too(client, analysis, analyst):
@@ -111,7 +112,7 @@ def _targets(analysis: Analysis, run: BenchRun) -> list[tuple[str, str, object]]
 def test_an_auditor_can_neither_rename_nor_delete(client, analysis, analyst, auditor):
     run = bench_runs_create(files=[vllm_file("c16.json")], tags=BENCH_TAGS, user=analyst)[0]
     client.force_login(auditor)
-    before = data_dir()
+    before, since = data_dir(), newest()
     for prefix, field, obj in _targets(analysis, run):
         for action, body in (
             ("rename", {"rename-name": "mine now"}),
@@ -124,12 +125,17 @@ def test_an_auditor_can_neither_rename_nor_delete(client, analysis, analyst, aud
         assert getattr(obj, field) != "mine now"
     page = client.get(reverse("upload_detail", args=[analysis.upload_id])).content.decode()
     assert "data-housekeeping" not in page  # no panel offered
-    assert data_dir() == before and not AuditEvent.objects.exists()
+    assert data_dir() == before
+    # (#17) only the refusals are recorded: each GET and POST of 2 pages of 3 objects
+    refusals = list(AuditEvent.objects.filter(pk__gt=since).values_list("action", flat=True))
+    assert refusals == ["auth.forbidden"] * (2 * 2 * 3)
+    assert_chain_verifies(12, since)
 
 
 def test_another_analyst_renames_but_only_the_one_who_stored_it_deletes(client, analysis, run_of):
     other = make_user("ana2", "analyst")
     client.force_login(other)
+    since = newest()
     upload_url = reverse("upload_detail", args=[analysis.upload_id])
     page = client.get(upload_url).content.decode()
     assert "data-delete-link" not in page
@@ -145,9 +151,9 @@ def test_another_analyst_renames_but_only_the_one_who_stored_it_deletes(client, 
             response.content.decode()
         )
     assert Analysis.objects.filter(pk=analysis.pk).exists() and BenchRun.objects.exists()
-    assert list(AuditEvent.objects.values_list("action", "actor_name")) == [
-        ("upload.rename", "ana2")
-    ]
+    # (#17) the three deletions refused are recorded as refusals
+    assert list(AuditEvent.objects.filter(pk__gt=since).values_list("action", "actor_name")) == [
+        ("upload.rename", "ana2"), *[("auth.forbidden", "ana2")] * 3]  # fmt: skip
     # an administrator may delete what anyone stored
     admin = make_user("root")
     admin.is_superuser = True
@@ -155,7 +161,8 @@ def test_another_analyst_renames_but_only_the_one_who_stored_it_deletes(client, 
     client.force_login(admin)
     response = client.post(reverse("evidence_run_delete", args=[run_of.pk]), {"confirm": "on"})
     assert response.status_code == 302 and not BenchRun.objects.exists()
-    assert_chain_verifies(2)
+    # the rename, the three refusals, the administrator's sign-in, the deletion
+    assert_chain_verifies(6, since)
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import models
 
+from console.models import Analysis, JobStatus, Upload
+
 BROKER_MODE = not settings.CELERY_TASK_ALWAYS_EAGER
 T = TypeVar("T")
 
@@ -34,3 +36,11 @@ def finished(model: type[models.Model], pk: int) -> Callable[[], Any]:
 
     check.__doc__ = f"the {model.__name__.lower()} to finish"
     return check
+
+
+def settled() -> bool:
+    """No upload or analysis is queued or running (on a real worker they run meanwhile):
+    every event their ends record is in the audit trail."""
+    busy = (JobStatus.PENDING, JobStatus.RUNNING)
+    return not (Upload.objects.filter(status__in=busy).exists()
+                or Analysis.objects.filter(status__in=busy).exists())  # fmt: skip

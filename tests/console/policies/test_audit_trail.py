@@ -40,17 +40,30 @@ from tests.console.factories import (
     make_user,
     submitted_version,
 )
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# the events of the `analysis` fixture's upload, before any policy's (#17: every action on
+# data is recorded): the upload, its ingest, its first analysis, its raw file deleted
+FIXTURE_ACTIONS = ["upload.create", "ingest.done", "analysis.done", "raw.delete"]
+N = len(FIXTURE_ACTIONS)
+# a policy drafted from the analysis re-runs it with its own lifetime and scope, asked for
+# and ended (#17); the drafts after it with the same lifetime and scope reuse that re-run
+RERUN = ["analysis.create", "analysis.done"]
 
 
 # --- audit ---------------------------------------------------------------------------------
 def test_every_change_is_in_an_intact_hash_chain(analysis, analyst, approver):
     version = submitted_version(analysis, analyst)
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")
+    wait_for(settled)  # (a real worker ends the re-runs meanwhile: their events interleave)
     actions = list(AuditEvent.objects.values_list("action", flat=True))
-    assert actions[:2] == ["policy.create", "policy.edit"]
-    assert actions[-2:] == ["policy.submit", "policy.approve"]
+    assert actions[:N] == FIXTURE_ACTIONS
+    ours = actions[N:]
+    assert [a for a in ours if a.startswith("policy.")] == [
+        "policy.create", "policy.edit", "policy.submit", "policy.approve"]  # fmt: skip
+    # the edit (a complete body: another lifetime) re-runs it again
+    assert sorted(a for a in ours if not a.startswith("policy.")) == sorted(RERUN * 2)
     events = list(AuditEvent.objects.order_by("pk"))
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
     result = audit.verify()
@@ -95,7 +108,7 @@ def _raw_tamper(pk: int) -> None:
 
 def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
     policy_create(name="p1", user=analyst, analysis=analysis)
-    event = AuditEvent.objects.get()
+    event = AuditEvent.objects.get(action="policy.create")
     table = AuditEvent._meta.db_table
     statements = [f"UPDATE {table} SET action = 'x' WHERE id = %s"]
     if connection.vendor == "postgresql":  # the app's database user cannot delete either
@@ -107,7 +120,7 @@ def test_the_database_refuses_to_update_or_delete_audit_rows(analysis, analyst):
             connection.cursor() as cursor,
         ):
             cursor.execute(sql, [event.pk])
-    assert AuditEvent.objects.get().action == "policy.create"
+    assert AuditEvent.objects.get(pk=event.pk).action == "policy.create"
 
 
 # --- the audit trail cannot be cut quietly -------------------------------------------------
@@ -130,8 +143,9 @@ def _refused(sql: str, params: list | None = None) -> None:
 def test_the_database_refuses_to_cut_the_audit_trail_or_move_its_head(analysis, analyst):
     for name in ("p1", "p2", "p3"):
         policy_create(name=name, user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     events = AuditEvent.objects.count()
-    assert events == 3
+    assert events == N + 3 + len(RERUN)  # (after the fixture's; p1's re-run)
     trail, head = AuditEvent._meta.db_table, AuditHead._meta.db_table
     statements = [
         f"DELETE FROM {trail}",
@@ -158,47 +172,54 @@ def test_the_database_refuses_to_cut_the_audit_trail_or_move_its_head(analysis, 
 def test_a_cut_tail_is_detected_named_and_nothing_is_recorded_on_top(analysis, analyst):
     for name in ("p1", "p2", "p3", "p4"):
         policy_create(name=name, user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     events = list(AuditEvent.objects.order_by("pk"))
-    assert len(events) == 4
-    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[1].pk])
-    result = audit.verify()  # the two left still verify as a chain: the head shows the cut
-    assert not result.ok and result.events == 2 and result.broken_at is None
+    assert len(events) == N + 4 + len(RERUN)  # (after the fixture's; p1's re-run)
+    kept = len(events) - 2  # the newest two cut
+    _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id > %s", [events[kept - 1].pk])
+    result = audit.verify()  # those left still verify as a chain: the head shows the cut
+    assert not result.ok and result.events == kept and result.broken_at is None
     assert result.reason == (
-        f"the newest 2 events are missing after #{events[1].pk}: the head records 4 events "
-        f"ending at #{events[3].pk}"
+        f"the newest 2 events are missing after #{events[kept - 1].pk}: the head records "
+        f"{len(events)} events ending at #{events[-1].pk}"
     )
-    with pytest.raises(CommandError, match="broken after 2 events: the newest 2 events"):
+    with pytest.raises(CommandError, match=f"broken after {kept} events: the newest 2 events"):
         call_command("verify_audit", stdout=io.StringIO())
     with pytest.raises(PolicyError, match="does not end where its head says"):
         policy_create(name="p5", user=analyst, analysis=analysis)
-    assert AuditEvent.objects.count() == 2 and not Policy.objects.filter(name="p5").exists()
+    assert AuditEvent.objects.count() == kept
+    assert not Policy.objects.filter(name="p5").exists()
 
 
 def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
     policy_create(name="p1", user=analyst, analysis=analysis)
     policy_create(name="p2", user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     last = AuditEvent.objects.latest("pk")
     table = AuditEvent._meta.db_table
     _as_owner(f"TRUNCATE {table}" if connection.vendor == "postgresql" else f"DELETE FROM {table}")
     result = audit.verify()
     assert not result.ok and result.events == 0
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
     assert result.reason == (
-        f"the newest 2 events are missing (all of them): the head records 2 events ending "
-        f"at #{last.pk}"
+        f"the newest {recorded} events are missing (all of them): the head records "
+        f"{recorded} events ending at #{last.pk}"
     )
-    with pytest.raises(CommandError, match="the newest 2 events are missing"):
+    with pytest.raises(CommandError, match=f"the newest {recorded} events are missing"):
         call_command("verify_audit", stdout=io.StringIO())
 
 
 def test_verify_audit_prints_the_head_to_keep_elsewhere(analysis, analyst):
     policy_create(name="p1", user=analyst, analysis=analysis)
     policy_create(name="p2", user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     last = AuditEvent.objects.latest("pk")
     out = io.StringIO()
     call_command("verify_audit", stdout=out)
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
     assert out.getvalue().splitlines() == [
-        f"audit head: 2 events, last #{last.pk} sha256 {last.hash}",
-        "audit chain intact: 2 events",
+        f"audit head: {recorded} events, last #{last.pk} sha256 {last.hash}",
+        f"audit chain intact: {recorded} events",
     ]
 
 
@@ -289,6 +310,7 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
 
     policy_create(name="p1", user=analyst, analysis=analysis)
     policy_create(name="p2", user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     last = AuditEvent.objects.latest("pk")
     try:
         # back to before 0013: no head table, no new guards
@@ -298,13 +320,15 @@ def test_the_migration_anchors_a_chain_written_before_the_head_existed(analysis,
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     head = AuditHead.objects.get()
-    assert (head.events, head.last_id, head.last_hash) == (2, last.pk, last.hash)
+    recorded = N + 2 + len(RERUN)  # the fixture's events, the two policies', p1's re-run
+    assert (head.events, head.last_id, head.last_hash) == (recorded, last.pk, last.hash)
     assert audit.verify().ok
     _refused(f"DELETE FROM {AuditHead._meta.db_table}")  # guarded again
 
 
 def test_pages_say_so_when_the_trail_is_cut(client, analysis, analyst, approver):
     version = approved_version(analysis, analyst, approver)
+    wait_for(settled)  # its re-runs ended: the newest event is the last one there will be
     newest = AuditEvent.objects.latest("pk")
     previous = AuditEvent.objects.filter(pk__lt=newest.pk).latest("pk")
     _as_owner(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = %s", [newest.pk])
@@ -331,6 +355,7 @@ def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
 ):
     for name in ("p1", "p2", "p3"):
         policy_create(name=name, user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
     hashed = []
     event_hash = chain.event_hash
 
@@ -345,10 +370,13 @@ def test_the_audit_page_hashes_only_new_events_yet_reports_a_changed_old_one(
         hashed.clear()
         return client.get(reverse("audit_log")).content.decode()
 
-    assert "Hash chain intact: 3 events verified." in page() and len(hashed) == 3
-    assert "Hash chain intact: 3 events verified." in page() and hashed == []  # nothing new
+    # the fixture's events, the three policies', p1's re-run and the sign-in (force_login)
+    events = N + 3 + len(RERUN) + 1
+    assert f"Hash chain intact: {events} events verified." in page() and len(hashed) == events
+    assert f"Hash chain intact: {events} events verified." in page() and hashed == []  # none new
     policy_create(name="p4", user=analyst, analysis=analysis)
-    assert "Hash chain intact: 4 events verified." in page() and len(hashed) == 1  # the new one
+    assert f"Hash chain intact: {events + 1} events verified." in page()
+    assert len(hashed) == 1  # the new one
     oldest = AuditEvent.objects.order_by("pk").first()
     _raw_tamper(oldest.pk)  # the head does not move: the rows themselves show the change
     trail = page()

@@ -31,7 +31,7 @@ from tests.console.factories import (
     complete,
     form_post,
 )
-from tests.console.waiting import wait_for
+from tests.console.waiting import settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1 << 30
@@ -105,6 +105,7 @@ def test_exports_need_an_approved_version_and_are_audited(client, analysis, anal
     url = reverse("policy_export", args=[version.pk, "lmcache.yaml"])
     assert client.get(url).status_code == 302  # a draft: refused, back to the page
     approved = approved_version(analysis, analyst, approver, _llama_only)
+    wait_for(settled)  # its re-runs' ends are events too (#17): the export's is the newest
     response = client.get(reverse("policy_export", args=[approved.pk, "lmcache.yaml"]))
     assert response.status_code == 200
     assert yaml.safe_load(response.content)["chunk_size"] == 256
@@ -283,6 +284,7 @@ def test_routes_with_different_lmcache_sizes_get_a_file_each_and_download_it(
         body["serving"] = {"qwen2.5-7b": {"tp": 4, "kv_dtype": "bf16"}}
 
     version = approved_version(fp8_tp2, analyst, approver, qwen_at_tp4)
+    wait_for(settled)  # its re-runs' ends are events too (#17): each export's is the newest
     flags = export_text(version, "vllm")
     named = [shlex.split(line)[0] for line in flags.splitlines() if line.startswith("LMCACHE_")]
     assert named == ["LMCACHE_CONFIG_FILE=lmcache-llama-3-1-8b.yaml",

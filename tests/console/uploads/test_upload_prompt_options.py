@@ -118,7 +118,7 @@ def test_the_choices_and_the_tokenizer_are_stored_and_reach_the_ingest(
 
     # deleted with the raw files; the name stays for the page
     log = Path(upload.raw_paths[0])
-    upload_delete_raw(upload_id=upload.pk)
+    upload_delete_raw(upload_id=upload.pk, reason="expired")
     upload.refresh_from_db()
     assert not stored.exists() and not log.exists()
     assert (upload.raw_paths, upload.tokenizer_path, upload.tokenizer_name) == (
