@@ -46,6 +46,8 @@ ACTIONS: dict[str, Action] = {
     "download.replay": Action("Upload", "downloaded a replay trace"),
     "download.benchmark_csv": Action("BenchModel", "downloaded a model's benchmark runs CSV"),
     "download.benchmark_raw": Action("BenchRun", "downloaded a benchmark result file"),
+    # the audit trail's own export (its id: the file's format; details: the filter)
+    "download.audit": Action("AuditTrail", "downloaded the audit trail"),
     # benchmark runs
     "benchmark.upload": Action("BenchRun", "uploaded a benchmark run"),
     "benchmark_run.rename": Action("BenchRun", "renamed a benchmark run"),
@@ -67,6 +69,8 @@ ACTIONS: dict[str, Action] = {
     "policy.delete_draft": Action("PolicyVersion", "deleted a draft"),
     "policy.delete": Action("Policy", "deleted a policy"),
     "policy.export": Action("PolicyVersion", "exported a signed version"),
+    "policy.evidence_pack": Action("PolicyVersion", "downloaded an evidence pack"),
+    "policy.drift_check": Action("DriftCheck", "checked a deployment for drift"),
 }
 
 

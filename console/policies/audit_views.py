@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import render
 from django.utils import timezone
 
-from console.policies.audit import verify_cached
+from console.policies.audit import record_unless_broken, verify_cached
 from console.policies.audit_export import csv_chunks, header, json_chunks
 from console.policies.audit_filters import AuditFilterForm
 from console.policies.audit_links import ObjectLinks
@@ -58,6 +58,10 @@ def audit_export(request: HttpRequest, fmt: str) -> HttpResponse | StreamingHttp
     if not form.is_valid():  # the page again, the reason at its field
         return _page(request, form, status=400)
     chunks, content_type = EXPORTS[fmt]
+    # recorded first: the file's head then ends at this download, which it carries; a
+    # broken trail still downloads (it is what a reviewer looks into), the event logged
+    record_unless_broken(actor=request.user, action="download.audit", obj=None,
+                 object_type="AuditTrail", object_id=fmt, details=form.chosen())  # fmt: skip
     response = StreamingHttpResponse(
         chunks(form.condition(), header(form.chosen())), content_type=content_type
     )

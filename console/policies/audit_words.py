@@ -8,32 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from console.audit_actions import ACTIONS
+from console.policies.deployed import FORMATS
 from console.policies.models import VersionState
 from console.templatetags.kvscope import bytes_h, num
 
-# action -> what the page calls it; an action missing here reads as its name in words
+# action -> what the page calls it (console.audit_actions, the vocabulary audit.record
+# keeps to); an action missing there (an older kvscope's) reads as its name in words
 # ("benchmark_run.delete" -> "Benchmark run: delete")
-OWN_LABELS: Mapping[str, str] = {
-    "policy.create": "Policy created",
-    "policy.edit": "Draft edited",
-    "policy.submit": "Submitted for review",
-    "policy.request_changes": "Changes requested",
-    "policy.approve": "Approved",
-    "policy.retire": "Retired",
-    "policy.new_version": "New version started",
-    "policy.delete_draft": "Draft deleted",
-    "policy.delete": "Policy deleted",
-    "policy.export": "Exported",
-    "policy.evidence_pack": "Evidence pack downloaded",
-    "policy.drift_check": "Deployment checked for drift",
-    "upload.rename": "Upload renamed",
-    "upload.delete": "Upload deleted",
-    "analysis.rename": "Analysis renamed",
-    "analysis.delete": "Analysis deleted",
-    "benchmark_run.rename": "Benchmark run renamed",
-    "benchmark_run.delete": "Benchmark run deleted",
+ACTION_LABELS: Mapping[str, str] = {
+    action: known.label[:1].upper() + known.label[1:] for action, known in ACTIONS.items()
 }
-ACTION_LABELS: Mapping[str, str] = OWN_LABELS
 
 # detail key -> its label; others read as their name in words ("old_name" -> "Old name")
 DETAIL_LABELS = {
@@ -135,6 +120,8 @@ def _pieces(key: str, value: object, url_for: UrlFor) -> tuple[Piece, ...]:
         return (Piece(bytes_h(value)),)
     if key in VERSION_NUMBER_KEYS and isinstance(value, int) and not isinstance(value, bool):
         return (Piece(f"v{value}"),)
+    if key == "format" and value in FORMATS:  # a drift check's: the page's name for it
+        return (Piece(FORMATS[value]),)
     if key == "to" and value in VersionState.values:
         return (Piece(VersionState(value).label),)
     return (Piece(value_text(value)),)

@@ -26,9 +26,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chain_pks(analyst) -> list[int]:
-    """Six events: three of kind "upload" (one by "-mallory", a name a spreadsheet would
-    take for a formula), three of kind "policy"."""
+def chain_pks(client, analyst) -> list[int]:
+    """Seven events: three of kind "upload" (one by "-mallory", a name a spreadsheet would
+    take for a formula), three of kind "policy", then the client's sign-in (kind "auth").
+    Each export from the page adds its own "download.audit" event, which the file's head
+    ends at."""
     mallory = make_user("-mallory", "analyst")
     upload = Upload.objects.create(name="day", status=JobStatus.DONE, created_by=analyst)
     policy_create(name="p1", user=analyst)
@@ -39,6 +41,7 @@ def chain_pks(analyst) -> list[int]:
                  details={"old_name": "day", "new_name": "héllo ✓"})  # fmt: skip
     policy_create(name="p3", user=analyst)
     audit.record(actor=None, action="upload.delete", obj=upload, details={"bytes": 10})
+    client.force_login(analyst)  # recorded: auth.sign_in
     return list(AuditEvent.objects.order_by("pk").values_list("pk", flat=True))
 
 
@@ -69,27 +72,30 @@ def _fails_offline(path: Path, django_db_blocker) -> str:
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_an_export_verifies_offline(client, analyst, chain_pks, tmp_path, fmt, django_db_blocker):
-    client.force_login(analyst)
     path = _export(client, fmt, tmp_path, kind="upload")
     head = AuditHead.objects.get()
+    download = AuditEvent.objects.get(action="download.audit")
+    assert head.last_id == download.pk > chain_pks[-1]  # the head ends at the download
+    assert download.details == {"kind": "upload"} and download.object_id == fmt
     out = _verify_offline(path, django_db_blocker)
-    assert "audit file intact: 6 events (3 with content)" in out  # 3 of kind "upload"
-    assert f"audit head (as the file records it): 6 events, last #{chain_pks[-1]} " \
+    # the 7 and the download; 3 of kind "upload"
+    assert "audit file intact: 8 events (3 with content)" in out
+    assert f"audit head (as the file records it): 8 events, last #{download.pk} " \
         f"sha256 {head.last_hash}" in out  # fmt: skip
     whole = _export(client, fmt, tmp_path)  # no filter: every event with its content
-    assert "audit file intact: 6 events (6 with content)" in _verify_offline(
+    assert "audit file intact: 9 events (9 with content)" in _verify_offline(
         whole, django_db_blocker
     )
 
 
 def test_the_json_holds_the_chain_the_selection_and_the_head(client, analyst, chain_pks, tmp_path):
-    client.force_login(analyst)
     data = orjson.loads(_export(client, "json", tmp_path, kind="policy", actor="ana").read_bytes())
     head = AuditHead.objects.get()
     assert data["format"] == "kvscope-audit/1"
     assert data["filter"] == {"actor": "ana", "kind": "policy"}
-    assert data["head"] == {"events": 6, "last_id": head.last_id, "last_hash": head.last_hash}
-    assert [e["pk"] for e in data["events"]] == chain_pks
+    assert data["head"] == {"events": 8, "last_id": head.last_id, "last_hash": head.last_hash}
+    download = AuditEvent.objects.get(action="download.audit")  # a link: not "policy"
+    assert [e["pk"] for e in data["events"]] == [*chain_pks, download.pk]
     rows = {e.pk: e for e in AuditEvent.objects.all()}
     for event in data["events"]:
         row = rows[event["pk"]]
@@ -143,9 +149,9 @@ FAULTS = {
     "reordered": (_swap, 3, "#{2}, the event after #{1}, comes later in the file (the events "
                   "were reordered)"),
     "truncated": (lambda d: d["events"].__delitem__(slice(4, None)), None,
-                  "the newest 2 events are missing after #{3}: the head records 6 events "
-                  "ending at #{5}"),
-    "head removed": (lambda d: d.update(head=None), None, "the chain has 6 events but its "
+                  "the newest 4 events are missing after #{3}: the head records 8 events "
+                  "ending at #{7}"),  # the 7 and the export's own download event
+    "head removed": (lambda d: d.update(head=None), None, "the chain has 8 events but its "
                      "head anchor is missing"),
 }  # fmt: skip
 
@@ -155,12 +161,12 @@ FAULTS = {
 def test_a_tampered_file_fails_naming_the_event_and_the_fault(
     client, analyst, chain_pks, tmp_path, fmt, fault, django_db_blocker
 ):
-    client.force_login(analyst)
     path = _export(client, fmt, tmp_path, kind="upload")  # events 1, 3, 5 with content
     change, broken, words = FAULTS[fault]
     (_json_tamper if fmt == "json" else _csv_tamper)(path, change)
+    every = list(AuditEvent.objects.order_by("pk").values_list("pk", flat=True))
     message = _fails_offline(path, django_db_blocker)
-    numbers = dict(enumerate(chain_pks))
+    numbers = dict(enumerate(every))  # the fixture's 7, then the export's download
     expected = words.replace("#{", "#{n").format(**{f"n{i}": pk for i, pk in numbers.items()})
     assert expected in message
     if broken is None:
@@ -173,7 +179,6 @@ def test_a_tampered_file_fails_naming_the_event_and_the_fault(
 def test_a_link_changed_into_content_or_a_bad_file_is_refused_with_its_line(
     client, analyst, chain_pks, tmp_path, django_db_blocker
 ):
-    client.force_login(analyst)
     path = _export(client, "csv", tmp_path, kind="policy")
     lines = path.read_bytes().decode().splitlines(keepends=True)
     lines[3] = lines[3].replace(",no\r\n", ",yes\r\n")  # event 2 claims a content it lacks
@@ -201,4 +206,4 @@ def test_a_link_changed_into_content_or_a_bad_file_is_refused_with_its_line(
 def test_without_a_file_the_database_is_checked_as_before(chain_pks):
     out = io.StringIO()
     call_command("verify_audit", stdout=out)
-    assert out.getvalue().endswith("audit chain intact: 6 events\n")
+    assert out.getvalue().endswith(f"audit chain intact: {len(chain_pks)} events\n")  # all 7

@@ -42,8 +42,9 @@ def _shown(client, **query) -> list[int]:
 
 
 @pytest.fixture
-def trail(clock, analyst):
-    """Four events over three days by two people and kvscope itself."""
+def trail(client, clock, analyst):
+    """Five events over four days by two people and kvscope itself, the last the
+    client's own sign-in."""
     bob = make_user("bob", "analyst")
     upload = Upload.objects.create(name="day one", status=JobStatus.DONE, created_by=analyst)
     clock(2026, 3, 1, 10, 0)
@@ -56,16 +57,20 @@ def trail(clock, analyst):
     clock(2026, 3, 3, 18, 0)
     deleted = audit.record(actor=None, action="upload.delete", obj=upload,
                            details={"name": "day one", "bytes": 1610612736})  # fmt: skip
+    clock(2026, 3, 4, 8, 0)
+    client.force_login(analyst)  # recorded too: auth.sign_in
+    login = AuditEvent.objects.latest("pk")
+    assert login.action == "auth.sign_in" and login.pk > deleted.pk
     created = AuditEvent.objects.get(action="policy.create", object_id=str(version.pk))
     return {"created": created.pk, "renamed": renamed.pk, "signed_in": signed_in.pk,
-            "deleted": deleted.pk, "upload": upload}  # fmt: skip
+            "deleted": deleted.pk, "upload": upload, "login": login.pk}  # fmt: skip
 
 
 def test_filters_select_exactly_the_events_asked_for(client, analyst, trail, settings):
-    client.force_login(analyst)
     t = trail
     policy_event = t["created"]
-    assert _shown(client) == [t["deleted"], t["signed_in"], t["renamed"], policy_event]
+    assert _shown(client) == [t["login"], t["deleted"], t["signed_in"], t["renamed"],
+                              policy_event]  # fmt: skip
     assert _shown(client, actor="bob") == [t["renamed"]]
     assert _shown(client, actor="system") == [t["deleted"]]
     assert _shown(client, kind="upload") == [t["deleted"], t["renamed"]]
@@ -73,10 +78,10 @@ def test_filters_select_exactly_the_events_asked_for(client, analyst, trail, set
     assert _shown(client, object_type="Upload", object_id=str(t["upload"].pk)) == [
         t["deleted"], t["renamed"]]  # fmt: skip
     assert _shown(client, object_type="PolicyVersion") == [policy_event]
-    assert _shown(client, actor="ana", kind="auth") == [t["signed_in"]]
+    assert _shown(client, actor="ana", kind="auth") == [t["login"], t["signed_in"]]
     # days in the configured zone, the last one whole
     assert _shown(client, since="2026-03-01", until="2026-03-01") == [t["renamed"], policy_event]
-    assert _shown(client, since="2026-03-03") == [t["deleted"], t["signed_in"]]
+    assert _shown(client, since="2026-03-03") == [t["login"], t["deleted"], t["signed_in"]]
     assert _shown(client, until="2026-03-02") == [t["renamed"], policy_event]
     settings.TIME_ZONE = "Europe/Berlin"  # 23:30 UTC on 1 March is 2 March there
     assert _shown(client, since="2026-03-02", until="2026-03-02") == [t["renamed"]]
@@ -85,7 +90,6 @@ def test_filters_select_exactly_the_events_asked_for(client, analyst, trail, set
 def test_an_object_filter_also_finds_the_events_naming_it_by_id(client, analyst, trail):
     """A drift check's event is the check's own and names, by id, the version it was
     checked against: filtering by that version lists it; by another version, not."""
-    client.force_login(analyst)
     created = AuditEvent.objects.get(pk=trail["created"])
     version = int(created.object_id)
     naming = audit.record(actor=analyst, action="policy.drift_check", obj=trail["upload"],
@@ -98,7 +102,6 @@ def test_an_object_filter_also_finds_the_events_naming_it_by_id(client, analyst,
 
 
 def test_no_match_and_bad_filters_say_so(client, analyst, trail):
-    client.force_login(analyst)
     page = client.get(reverse("audit_log"), {"actor": "nobody"}).content.decode()
     assert "No events match these filters." in page and "data-event=" not in page
     page = client.get(reverse("audit_log"), {"since": "2026-03-03", "until": "2026-03-01"})
@@ -143,7 +146,7 @@ def test_details_read_as_words_and_objects_link_while_they_exist(client, analyst
     client.force_login(analyst)
     page = client.get(reverse("audit_log")).content.decode()
     cells = _details_cells(page)
-    assert len(cells) == 5  # (the creation's too)
+    assert len(cells) == 7  # the four above, the creation, the run's upload, the sign-in
     for cell in cells:  # no Python dict or list text anywhere
         assert "{" not in cell and "[" not in cell and "'" not in cell and "&#x27;" not in cell
     deletion = next(c for c in cells if "gone" in c)
@@ -170,7 +173,7 @@ def test_details_read_as_words_and_objects_link_while_they_exist(client, analyst
         in page  # fmt: skip
     # labels, and the time with its zone: Berlin is CET in winter, CEST in summer
     assert "Policy retired" not in page and "Retired <code" in page
-    assert "Benchmark run renamed <code" in page
+    assert "Renamed a benchmark run <code" in page
     moment = timezone.localtime(AuditEvent.objects.latest("pk").at)
     assert moment.tzname() in ("CET", "CEST")
     assert moment.strftime("%Y-%m-%d %H:%M:%S %Z") in page
