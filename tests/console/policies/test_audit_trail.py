@@ -191,6 +191,54 @@ def test_a_cut_tail_is_detected_named_and_nothing_is_recorded_on_top(analysis, a
     assert not Policy.objects.filter(name="p5").exists()
 
 
+def test_a_removed_or_reordered_event_in_the_middle_is_named(analysis, analyst):
+    """Behind the guards, as an owner could: one event removed from the middle of the
+    chain, then (on a fresh chain of the same events) two neighbours swapped. Either way
+    the event after the gap, or the first of the swapped pair, is named."""
+    for name in ("p1", "p2", "p3", "p4"):
+        policy_create(name=name, user=analyst, analysis=analysis)
+    wait_for(settled)  # p1's re-run ended
+    events = list(AuditEvent.objects.order_by("pk"))
+    table = AuditEvent._meta.db_table
+    gone, after = events[-3], events[-2]
+    _as_owner(f"DELETE FROM {table} WHERE id = %s", [gone.pk])
+    result = audit.verify()
+    assert not result.ok and result.broken_at == after.pk
+    assert "previous-hash does not match the event before it" in result.reason
+    with pytest.raises(CommandError, match=f"broken at event {after.pk} "):
+        call_command("verify_audit", stdout=io.StringIO())
+    # put it back, then swap the contents of the last two rows (their numbers exchanged)
+    columns = ["at", "actor_id", "actor_name", "action", "object_type", "object_id",
+               "details", "prev_hash", "hash"]  # fmt: skip
+    rows = {e.pk: e for e in events}
+    first, second = events[-2].pk, events[-1].pk
+    with transaction.atomic(), guards_off(connection), connection.cursor() as cursor:
+        names = ", ".join(["id", *columns])
+        cursor.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * 10)})",
+                       [gone.pk, *_values(gone, columns)])  # fmt: skip
+    assert audit.verify().ok  # the chain is whole again
+    with transaction.atomic(), guards_off(connection), connection.cursor() as cursor:
+        sets = ", ".join(f"{c} = %s" for c in columns[:-1])  # the hash: unique, set apart
+        for pk, other in ((first, second), (second, first)):
+            cursor.execute(f"UPDATE {table} SET {sets}, hash = %s WHERE id = %s",
+                           [*_values(rows[other], columns[:-1]), f"swap-{pk}", pk])  # fmt: skip
+        for pk, other in ((first, second), (second, first)):
+            cursor.execute(f"UPDATE {table} SET hash = %s WHERE id = %s",
+                           [rows[other].hash, pk])  # fmt: skip
+    result = audit.verify()
+    assert not result.ok and result.broken_at == first
+    assert "previous-hash does not match the event before it" in result.reason
+
+
+def _values(event: AuditEvent, columns: list[str]) -> list:
+    """An event's stored values for `columns`, as raw SQL takes them."""
+    out = []
+    for column in columns:
+        value = getattr(event, column)
+        out.append(json.dumps(value) if column == "details" else value)
+    return out
+
+
 def test_a_trail_emptied_behind_the_guards_is_not_intact(analysis, analyst):
     policy_create(name="p1", user=analyst, analysis=analysis)
     policy_create(name="p2", user=analyst, analysis=analysis)

@@ -81,8 +81,10 @@ def _sign_out(page: Page) -> None:
 
 
 def _fact(page: Page, term: str):
-    """The <dd> of the policy body's <dt>term</dt>."""
-    return page.locator("dl.policy-body > div", has=page.locator("dt", has_text=term)).locator("dd")
+    """The <dd> of the policy body's <dt>term</dt> (the whole term: "Tiers" is not
+    "Encryption at rest (disk and remote tiers)")."""
+    dt = page.locator("dt", has_text=re.compile(rf"^{re.escape(term)}$"))
+    return page.locator("dl.policy-body > div", has=dt).locator("dd")
 
 
 def test_analyst_drafts_and_submits_approver_signs_off_and_exports(
