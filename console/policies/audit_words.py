@@ -102,7 +102,9 @@ def value_text(value: object) -> str:
     if isinstance(value, Mapping):
         if not value:
             return "none"
-        return "; ".join(f"{words(str(k))}: {value_text(v)}" for k, v in value.items())
+        # by key: PostgreSQL's jsonb keeps no order of its own, so the page reads alike
+        # on either database
+        return "; ".join(f"{words(str(k))}: {value_text(value[k])}" for k in sorted(value))
     if isinstance(value, list | tuple):
         return ", ".join(value_text(v) for v in value) if value else "none"
     text = str(value)
@@ -128,7 +130,8 @@ def _pieces(key: str, value: object, url_for: UrlFor) -> tuple[Piece, ...]:
 
 
 def details_of(details: Mapping, url_for: UrlFor) -> list[Detail]:
-    """An event's details, one labelled value per key, in the order recorded."""
+    """An event's details, one labelled value per key, in the order the database returns
+    them (as recorded on SQLite; jsonb's own on PostgreSQL)."""
     if not isinstance(details, Mapping):  # (a row written by hand: still readable)
         return [Detail("Details", (Piece(value_text(details)),))]
     return [
