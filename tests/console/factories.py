@@ -99,6 +99,7 @@ def submitted_version(analysis: Analysis, analyst: User) -> PolicyVersion:
     )
     version_submit(version=version, user=analyst)
     version.refresh_from_db()
+    wait_for(settled)  # its re-run ended (see approved_version)
     return version
 
 
@@ -111,6 +112,7 @@ def version_in_review(
         version=version, body=complete(version.body), user=editor, analysis=analysis
     )
     version_submit(version=version, user=submitter)
+    wait_for(settled)  # its re-run ended (see approved_version)
     return version
 
 
