@@ -165,11 +165,12 @@ class _Walk(LinkCheck):
 
     def step(self, event) -> bool:  # type: ignore[override]
         """Follow one row as Django reads it (its time a datetime)."""
-        return super().step(_as_mapping(event))
+        return super().step(event_of_row(event))
 
 
-def _as_mapping(row) -> dict:
-    """A row (a named tuple of _HASHED_COLUMNS) as chain.event_fault reads an event."""
+def event_of_row(row) -> dict:
+    """A row read as named tuple (its `at` a datetime) as console.policies.chain reads an
+    event: its time as the ISO text hashed. The database walk and the evidence pack use it."""
     event = row._asdict()
     event["at"] = row.at.isoformat()
     return event

@@ -22,7 +22,7 @@ from console.benchmarks.models import BenchRun
 from console.downloads import json_file
 from console.models import Analysis
 from console.policies import exports
-from console.policies.audit import HEAD_ID
+from console.policies.audit import HEAD_ID, event_of_row
 from console.policies.body import canonical_json
 from console.policies.models import AuditEvent, AuditHead, PolicyError, PolicyVersion
 from console.policies.pack_check import (
@@ -205,7 +205,7 @@ def audit_record(version: PolicyVersion) -> dict:
     mine = set(AuditEvent.objects.filter(ours | drafts, pk__gte=first).values_list("pk", flat=True))
     rows = AuditEvent.objects.filter(pk__gte=first, pk__lte=head.last_id).order_by("pk")
     events = [
-        _content(row) if row.pk in mine else {"pk": row.pk, "prev_hash": row.prev_hash,
+        event_of_row(row) if row.pk in mine else {"pk": row.pk, "prev_hash": row.prev_hash,
                                                "hash": row.hash}
         for row in rows.values_list(*EVENT_FIELDS, named=True).iterator()
     ]  # fmt: skip
@@ -221,11 +221,6 @@ def audit_record(version: PolicyVersion) -> dict:
             "at": head.at.isoformat(),
         },
     }
-
-
-def _content(row) -> dict:
-    """An event as console.policies.chain hashes it: its time as the ISO text hashed."""
-    return dict(row._asdict(), at=row.at.isoformat())
 
 
 def readme_text(version: PolicyVersion, names: list[str]) -> str:
