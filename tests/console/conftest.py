@@ -7,6 +7,7 @@ is set (the second run of .ci/run), tasks go through the broker to the real work
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,10 @@ import pytest
 from bench.generate import chat_requests, write_jsonl
 from console.uploads.services import upload_create
 from tests.console.factories import default_analysis, make_user
-from tests.console.waiting import BROKER_MODE
+from tests.console.waiting import BROKER_MODE, until_worker_idle
+
+# How long a transactional test's teardown waits for the real worker's jobs to end
+WORKER_IDLE_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +31,30 @@ def data_dirs(settings, tmp_path):
     # tasks run inside the request/test unless a test asks for the background thread
     settings.KVSCOPE_EAGER_IN_THREAD = False
     return Path(settings.MEDIA_ROOT), Path(settings.ARTIFACT_ROOT)
+
+
+@pytest.fixture(autouse=True)
+def worker_idle_before_flush(request):
+    """On a real worker, a transactional test's teardown waits for the jobs it queued to
+    end before pytest-django's flush TRUNCATEs every table. A job still writing would
+    otherwise deadlock with the TRUNCATE (seen in CI), or land its late writes and audit
+    events in the next test. Set up after the database fixture, so torn down before it."""
+    transactional = BROKER_MODE and _is_transactional(request)
+    if transactional:
+        request.getfixturevalue("_django_db_helper")
+    yield
+    if transactional and not until_worker_idle(WORKER_IDLE_TIMEOUT_S):
+        warnings.warn(f"{request.node.nodeid}: the worker's jobs still run after "
+                      f"{WORKER_IDLE_TIMEOUT_S:.0f} s; flushing anyway", stacklevel=1)  # fmt: skip
+
+
+def _is_transactional(request) -> bool:
+    """The test commits (only then can a job reach the worker): as pytest-django decides."""
+    marker = request.node.get_closest_marker("django_db")
+    fixtures = request.fixturenames
+    return bool(marker and marker.kwargs.get("transaction")) or any(
+        name in fixtures for name in ("transactional_db", "live_server")
+    )
 
 
 @pytest.fixture

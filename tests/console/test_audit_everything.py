@@ -40,7 +40,7 @@ from tests.console.factories import (
     rerun,
     vllm_file,
 )
-from tests.console.waiting import finished, wait_for
+from tests.console.waiting import finished, settled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CSVS = ["curve.csv", "windows.csv", "series.csv", "segments.csv", "fleet.csv"]
@@ -288,6 +288,7 @@ def test_a_failed_analysis_says_why_and_its_retry_is_one_event(client, analyst, 
 
 def test_a_policys_rerun_is_asked_for_by_its_editor(client, analyst, analysis):
     version = policy_create(name="chat EU", user=analyst, analysis=analysis)
+    wait_for(settled)  # a re-run the draft asked for ended (a real worker's, meanwhile)
     body = complete(version.body) | {"lifetime_s": 120, "scope": "user"}
     since = mark()
     version = version_update(version=version, body=body, user=analyst, analysis=analysis)

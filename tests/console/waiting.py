@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import models
 
-from console.models import Analysis, JobStatus, Upload
+from console.models import Analysis, JobStatus, Upload, stalled_q
 
 BROKER_MODE = not settings.CELERY_TASK_ALWAYS_EAGER
 T = TypeVar("T")
@@ -44,3 +44,25 @@ def settled() -> bool:
     busy = (JobStatus.PENDING, JobStatus.RUNNING)
     return not (Upload.objects.filter(status__in=busy).exists()
                 or Analysis.objects.filter(status__in=busy).exists())  # fmt: skip
+
+
+def worker_idle() -> bool:
+    """No job is in a real worker's hands: none queued, none running that a worker
+    claimed (it names itself in processed_by) and still beats for. Rows a test set to
+    "running" by hand, or a dead worker's stalled ones, are nobody's: not waited for."""
+    for model in (Upload, Analysis):
+        queued = model.objects.filter(status=JobStatus.PENDING)
+        claimed = model.objects.filter(status=JobStatus.RUNNING).exclude(processed_by="")
+        if queued.exists() or claimed.exclude(stalled_q()).exists():
+            return False
+    return True
+
+
+def until_worker_idle(timeout: float) -> bool:
+    """Wait (at most `timeout` seconds) for worker_idle(); False if it never came."""
+    deadline = time.monotonic() + timeout
+    while not worker_idle():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

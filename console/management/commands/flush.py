@@ -12,12 +12,19 @@ around them; an application role that does not own the tables cannot flush at al
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.core.management.commands import flush
 from django.core.management.sql import emit_post_migrate_signal
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
+
+# A flush TRUNCATEs every table in one statement; a worker writing meanwhile can hold one
+# of them while waiting for another, and PostgreSQL then aborts one side (SQLSTATE 40P01).
+# The flush is one transaction, so trying it again is safe.
+DEADLOCK_SQLSTATE = "40P01"
+FLUSH_ATTEMPTS = 5
 
 
 def _switches(connection, cursor) -> tuple[list[str], list[str]]:
@@ -59,6 +66,18 @@ def guards_off(connection) -> Iterator[None]:
             cursor.execute(sql)
 
 
+def _deadlocked(exc: BaseException) -> bool:
+    """The flush lost a deadlock: Django's flush wraps the database error in a
+    CommandError, which wraps the OperationalError, which wraps psycopg's."""
+    while exc is not None:
+        if isinstance(exc, OperationalError) and (
+            getattr(exc.__cause__, "sqlstate", None) == DEADLOCK_SQLSTATE
+        ):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 class Command(flush.Command):
     help = flush.Command.help + " The audit trail's guards are off only inside the flush."
 
@@ -74,10 +93,19 @@ class Command(flush.Command):
             if confirm != "yes":
                 self.stdout.write("Flush cancelled.")
                 return
-        with transaction.atomic(using=database), guards_off(connection):
-            # post_migrate runs after the triggers are back (it writes rows; PostgreSQL
-            # refuses ALTER TABLE on a table with pending deferred checks)
-            super().handle(**{**options, "interactive": False, "inhibit_post_migrate": True})
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                with transaction.atomic(using=database), guards_off(connection):
+                    # post_migrate runs after the triggers are back (it writes rows;
+                    # PostgreSQL refuses ALTER TABLE on a table with pending deferred checks)
+                    super().handle(
+                        **{**options, "interactive": False, "inhibit_post_migrate": True}
+                    )
+                break
+            except Exception as exc:
+                if attempt == FLUSH_ATTEMPTS or not _deadlocked(exc):
+                    raise
+                time.sleep(0.2 * attempt)
         tables = connection.introspection.django_table_names(only_existing=True)
         if tables and not options.get("inhibit_post_migrate", False):
             emit_post_migrate_signal(options["verbosity"], False, database)
