@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from django import forms
 
+from analysis.benchmarks.scrapes import ScrapeError, parse_scrape
 from console.benchmarks.models import Tier
 from console.benchmarks.services import EVERY_RATE
 from console.uploads.forms import MultipleFileField
+
+SCRAPE_SIDES = ("before", "after")
+MAX_SCRAPE_BYTES = 16 << 20
 
 
 class BenchUploadForm(forms.Form):
@@ -52,12 +56,68 @@ class BenchUploadForm(forms.Form):
         label="Host topology (nvidia-smi topo -m, numactl --hardware)",
     )
     numa_binding = forms.CharField(max_length=200, required=False, label="NUMA binding used")
+    scrape_before = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        label="Engine metrics just before the run (paste /metrics)",
+        help_text="Optional, with the one after: the engine's own hit counters measure the "
+        "run's hit ratio (vLLM, SGLang, or an LMCache server). One result file only.",
+    )
+    scrape_before_file = forms.FileField(required=False, label="…or the file of that scrape")
+    scrape_after = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        label="Engine metrics just after the run (paste /metrics)",
+    )
+    scrape_after_file = forms.FileField(required=False, label="…or the file of that scrape")
 
     def clean(self):
         data = super().clean()
         if data.get("tier") in ("ram", "ram_disk") and not data.get("ram_gib"):
             self.add_error("ram_gib", "Say how much CPU RAM the KV cache had.")
+        scrapes = {side: self._scrape_text(side) for side in SCRAPE_SIDES}
+        for side, text in scrapes.items():
+            if text:  # each scrape readable on its own, said on its own field
+                try:
+                    parse_scrape(text, f"the scrape {side} the run")
+                except ScrapeError as exc:
+                    self.add_error(f"scrape_{side}", str(exc))
+        data["scrapes"] = None
+        if any(text is not None and text != "" for text in scrapes.values()):
+            missing = [side for side, text in scrapes.items() if text == ""]
+            for side in missing:
+                self.add_error(f"scrape_{side}", f"Give the scrape {side} the run too: the "
+                               "measured hit ratio is the counters' difference.")  # fmt: skip
+            if len(data.get("files") or []) > 1:
+                self.add_error("files", "Scrapes measure one run: upload its one result file "
+                               "with them (the other files on their own).")  # fmt: skip
+            if all(scrapes.values()):
+                data["scrapes"] = scrapes
         return data
+
+    def _scrape_text(self, side: str) -> str | None:
+        """The pasted text, else the file's (UTF-8); "" when neither was given, None when
+        what was given is refused (its error added)."""
+        pasted = self.cleaned_data.get(f"scrape_{side}") or ""
+        upload = self.cleaned_data.get(f"scrape_{side}_file")
+        if upload is None:
+            return pasted if pasted.strip() else ""
+        if pasted.strip():
+            self.add_error(f"scrape_{side}", "Paste the scrape or give its file, not both.")
+            return None
+        if upload.size > MAX_SCRAPE_BYTES:
+            limit = f"{MAX_SCRAPE_BYTES >> 20} MiB"
+            self.add_error(f"scrape_{side}_file", f"{upload.name} is larger than {limit}: "
+                           "a /metrics page is far smaller.")  # fmt: skip
+            return None
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.add_error(f"scrape_{side}_file", f"{upload.name} is not UTF-8 text (byte "
+                           f"{exc.start}): save the /metrics page as it was served.")  # fmt: skip
+            return None
 
 
 class SloForm(forms.Form):

@@ -38,6 +38,11 @@ class BenchRun(models.Model):
     versions = models.JSONField(default=dict, blank=True)  # driver, cuda, engine, ...
     topology = models.TextField(blank=True)  # nvidia-smi topo -m, numactl --hardware
     numa_binding = models.CharField(max_length=200, blank=True)
+    # the engine's /metrics scraped just before and just after the run ({"before": text,
+    # "after": text}; {}: none given), and the hit ratio their counters measured
+    # (analysis.benchmarks.scrapes.MeasuredHits.to_dict(); {}: none)
+    scrapes = models.JSONField(default=dict, blank=True)
+    measured = models.JSONField(default=dict, blank=True)
 
     class Meta:
         app_label = "console"

@@ -12,6 +12,7 @@ from django.db import transaction
 from analysis.benchmarks.comparison import Run, Schedule, SideBySide, side_by_side
 from analysis.benchmarks.files import parse_result
 from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_json
+from analysis.benchmarks.scrapes import ScrapeError, measured_hits, parse_scrape
 from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
 from console.benchmarks.models import BenchRun
 from console.format import moment_text
@@ -29,9 +30,14 @@ class BenchUploadError(ResultFileError):
         super().__init__("; ".join(m for messages in errors.values() for m in messages))
 
 
-def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -> list[BenchRun]:
-    """Read every file first: all are stored, or none (each error names its file)."""
+def bench_runs_create(
+    *, files: Sequence[UploadedFile], tags: dict, user=None, scrapes: dict[str, str] | None = None
+) -> list[BenchRun]:
+    """Read every file first: all are stored, or none (each error names its file).
+    `scrapes`: the engine's /metrics text before and after the run ({"before", "after"}),
+    for a single file; its counters give the run's measured hit ratio."""
     parsed, errors = [], {}
+    measured = _measured(scrapes, errors) if scrapes else {}
     for upload in files:
         try:
             raw, result = _read(upload)
@@ -64,9 +70,27 @@ def bench_runs_create(*, files: Sequence[UploadedFile], tags: dict, user=None) -
                 warm=bool(tags.get("warm")),
                 versions={k: tags[k] for k in VERSION_KEYS if tags.get(k)},
                 topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
+                scrapes=scrapes or {}, measured=measured,
             ))  # fmt: skip
             _record_upload(runs[-1], user, size)
     return runs
+
+
+def _measured(scrapes: dict[str, str], errors: dict[str, list[str]]) -> dict:
+    """The hit ratio the engine's counters measured ({} and the errors noted, by the form
+    field to mend: each scrape's own, then the pair's)."""
+    for side in ("before", "after"):
+        try:
+            parse_scrape(scrapes[side], f"the scrape {side} the run")
+        except ScrapeError as exc:
+            errors.setdefault(f"scrape_{side}", []).append(str(exc))
+    if errors:
+        return {}
+    try:
+        return measured_hits(scrapes["before"], scrapes["after"]).to_dict()
+    except ScrapeError as exc:
+        errors.setdefault("scrape_after", []).append(str(exc))
+        return {}
 
 
 def _record_upload(run: BenchRun, user, size: int) -> None:
@@ -74,7 +98,15 @@ def _record_upload(run: BenchRun, user, size: int) -> None:
     audit.record(actor=user, action="benchmark.upload", obj=run, details={
         "file": run.name, "bytes": size, "tool": run.tool, "model": run.model_name,
         "tiers": run.tier_label, "context_tokens": run.context_tokens,
-        "concurrency": run.concurrency})  # fmt: skip
+        "concurrency": run.concurrency, **_measured_details(run)})  # fmt: skip
+
+
+def _measured_details(run: BenchRun) -> dict:
+    """What the audit keeps of a run's scrapes: the engine and its ratio, not the text."""
+    if not run.measured:
+        return {}
+    return {"measured_by": run.measured["engine"],
+            "measured_hit_ratio": round(run.measured["hit_ratio"], 6)}  # fmt: skip
 
 
 def _read(upload: UploadedFile) -> tuple[object, BenchResult]:
@@ -165,7 +197,9 @@ def runs_table(model_name: str) -> list[dict]:
             "concurrency": run.concurrency, "request_rate": run.request_rate,
             "warm": run.warm, "completed": result.completed, "failed": result.failed,
             **latencies, **result.throughputs, "duration_s": result.duration_s,
-            "host_ram_growth_gib": result.ram_growth_gib, **run.versions,
+            "host_ram_growth_gib": result.ram_growth_gib,
+            "measured_hit_ratio": run.measured.get("hit_ratio"),
+            "measured_by": run.measured.get("label", ""), **run.versions,
             "numa_binding": run.numa_binding, "uploaded_at": moment_text(run.created_at),
         })  # fmt: skip
     return rows

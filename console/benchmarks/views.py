@@ -42,7 +42,8 @@ def benchmark_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form is not None and form.is_valid():
         data = form.cleaned_data
         try:
-            runs = bench_runs_create(files=data["files"], tags=data, user=request.user)
+            runs = bench_runs_create(files=data["files"], tags=data, user=request.user,
+                                     scrapes=data["scrapes"])  # fmt: skip
         except BenchUploadError as exc:
             for field, problems in exc.errors.items():
                 for problem in problems:
