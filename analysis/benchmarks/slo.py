@@ -39,6 +39,7 @@ class Cell:
     context_tokens: int
     concurrency: int
     result: BenchResult
+    measured_hit_ratio: float | None = None  # what the engine's counters measured, if given
 
 
 @dataclass

@@ -145,7 +145,7 @@ def cells_for(model_name: str, rate: float | str | None = EVERY_RATE) -> list[Ce
             request_rate=rate)  # fmt: skip
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
-             run.concurrency, run.result)
+             run.concurrency, run.result, run.measured.get("hit_ratio"))
         for run in runs
     ]  # fmt: skip
 
@@ -163,7 +163,8 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
         runs = 1 + (shown["runs"] if shown else 0)
         # several runs of one cell: show the worst, as the boundary counts it
         if shown is None or (misses and not shown["misses"]):
-            tier["cells"][key] = {"result": cell.result, "misses": misses, "runs": runs}
+            tier["cells"][key] = {"result": cell.result, "misses": misses, "runs": runs,
+                                  "measured": cell.measured_hit_ratio}  # fmt: skip
         else:
             shown["runs"] = runs
     contexts, concurrencies = matrix_axes(cells)
