@@ -12,5 +12,6 @@ class ConsoleConfig(AppConfig):
         # imports a task module (console.jobs.task_named)
         # and the audit trail hears every sign-in, and every one refused, whichever page
         # (or test client) signs in (console.signin's receivers)
+        import console.benchmarks.tasks
         import console.signin
         import console.uploads.tasks  # noqa: F401

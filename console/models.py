@@ -181,7 +181,7 @@ class Analysis(Job):
 
 
 # Policies live in their own module; importing them here registers them with the app.
-from console.benchmarks.models import BenchRun, Tier  # noqa: E402
+from console.benchmarks.models import BenchRun, ReplayExport, Tier  # noqa: E402
 from console.policies.models import (  # noqa: E402
     AuditEvent,
     AuditHead,
@@ -204,6 +204,7 @@ __all__ = [
     "JobStatus",
     "Policy",
     "PolicyVersion",
+    "ReplayExport",
     "Review",
     "SignInFailure",
     "SignOff",

@@ -133,6 +133,38 @@ def _write_trace(trace: Iterable[bytes], path: Path, twice: bool) -> int:
     return len(lines) * (2 if twice else 1)
 
 
+# which measured tiers (analysis.benchmarks.scrapes) each predicted tier is compared with:
+# the GPU prefix cache, and what lies behind it (vLLM's KV connector, SGLang's host RAM)
+MEASURED_TIERS = {
+    "gpu": ("gpu", "device"),
+    "ram": ("connector", "host"),
+}
+
+
+def compare(predicted: dict, measured: dict) -> dict:
+    """A Prediction.to_dict() against a MeasuredHits.to_dict(): overall and per tier, the
+    difference (measured minus predicted, a ratio), flagged past DIFFERS_BY. A measurement
+    over other tokens than every prompt token (an LMCache server's lookups) is said not
+    comparable rather than compared."""
+    if measured["of_what"] != "prompt tokens":
+        return {"comparable": False,
+                "why": f"{measured['label']} counts {measured['of_what']}, not every prompt "
+                       "token: its ratio is not the run's hit ratio."}  # fmt: skip
+    tiers = []
+    for tier, sources in MEASURED_TIERS.items():
+        found = [t for t in measured["tiers"] if t["tier"] in sources]
+        if found:
+            tiers.append(_against(tier, predicted[f"{tier}_hit_ratio"],
+                                  sum(t["ratio"] for t in found)))  # fmt: skip
+    return {"comparable": True, **_against("all", predicted["hit_ratio"], measured["hit_ratio"]),
+            "tiers": tiers, "threshold_points": DIFFERS_BY * 100}  # fmt: skip
+
+
+def _against(tier: str, predicted: float, measured: float) -> dict:
+    return {"tier": tier, "predicted": predicted, "measured": measured, "differs":
+            differs(predicted, measured), "difference": measured - predicted}  # fmt: skip
+
+
 def differs(predicted: float, measured: float) -> bool:
     """Further apart than DIFFERS_BY (3 points): a difference worth a look."""
     return abs(predicted - measured) > DIFFERS_BY + 1e-12

@@ -40,6 +40,7 @@ class Cell:
     concurrency: int
     result: BenchResult
     measured_hit_ratio: float | None = None  # what the engine's counters measured, if given
+    predicted_hit_ratio: float | None = None  # kvscope's prediction for the trace, if made
 
 
 @dataclass

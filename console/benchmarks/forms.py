@@ -5,7 +5,8 @@ from __future__ import annotations
 from django import forms
 
 from analysis.benchmarks.scrapes import ScrapeError, parse_scrape
-from console.benchmarks.models import Tier
+from analysis.params import MAX_REPLICAS, ROUTER_NAMES, ROUTERS
+from console.benchmarks.models import ReplayExport, Tier
 from console.benchmarks.services import EVERY_RATE
 from console.uploads.forms import MultipleFileField
 
@@ -56,6 +57,25 @@ class BenchUploadForm(forms.Form):
         label="Host topology (nvidia-smi topo -m, numactl --hardware)",
     )
     numa_binding = forms.CharField(max_length=200, required=False, label="NUMA binding used")
+    replay_export = forms.ModelChoiceField(
+        queryset=ReplayExport.objects.select_related("upload"),
+        required=False,
+        label="The replay export this run replayed",
+        empty_label="none (no prediction)",
+        help_text="Its id is the x<N> in the file's name. kvscope then predicts the run's hit "
+        "ratio for exactly that trace on the configuration below.",
+    )
+    replicas = forms.IntegerField(min_value=1, max_value=MAX_REPLICAS, initial=1,
+                                  required=False, label="Replicas serving the trace")  # fmt: skip
+    router = forms.ChoiceField(choices=[(r, ROUTER_NAMES[r]) for r in ROUTERS], required=False,
+                               initial="round_robin", label="Router (replicas > 1)")  # fmt: skip
+    gpu_cache_gib = forms.FloatField(
+        required=False,
+        min_value=0,
+        label="GPU prefix cache per replica (GiB)",
+        help_text="The KV cache the engine reported at start (vLLM: \u201cGPU KV cache "
+        "size\u201d, in tokens \u00d7 KV bytes per token). Blank: the RAM tier alone.",
+    )
     scrape_before = forms.CharField(
         required=False,
         strip=False,

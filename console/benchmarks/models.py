@@ -14,6 +14,38 @@ class Tier(models.TextChoices):
     RAM_DISK = "ram_disk", "RAM + disk"
 
 
+class ReplayExport(models.Model):
+    """A replay trace as downloaded from an upload (analysis.replay): what was selected and
+    the SHA-256 of the file's bytes, so a benchmark run can name the trace it replayed and
+    be predicted for exactly it. Equal selections give equal files: one row each."""
+
+    upload = models.ForeignKey("console.Upload", on_delete=models.CASCADE,
+                               related_name="replay_exports")  # fmt: skip
+    block_tokens = models.PositiveIntegerField()
+    options = models.JSONField(default=dict)  # ReplayOptions as asked for (time range, ...)
+    requests = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "console"
+        ordering = ["-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "sha256"], name="one_export_per_trace")
+        ]
+
+    def __str__(self) -> str:
+        return (f"export #{self.pk} of “{self.upload.name}” · {self.block_tokens}-token "
+                f"blocks · {self.requests:,} requests · sha256 {self.sha256[:12]}…")  # fmt: skip
+
+    @property
+    def file_name(self) -> str:
+        return f"kvscope-replay-upload{self.upload_id}-b{self.block_tokens}-x{self.pk}.jsonl"
+
+
 class BenchRun(models.Model):
     name = models.CharField(max_length=300)  # the file's name as uploaded
     created_by = models.ForeignKey(
@@ -43,6 +75,17 @@ class BenchRun(models.Model):
     # (analysis.benchmarks.scrapes.MeasuredHits.to_dict(); {}: none)
     scrapes = models.JSONField(default=dict, blank=True)
     measured = models.JSONField(default=dict, blank=True)
+    # the replay export the run replayed, and how it was served, per replica: kvscope's
+    # prediction for exactly that trace (analysis.benchmarks.prediction)
+    replay_export = models.ForeignKey(ReplayExport, null=True, blank=True,
+                                      on_delete=models.SET_NULL, related_name="runs")  # fmt: skip
+    replicas = models.PositiveIntegerField(default=1)
+    router = models.CharField(max_length=20, default="round_robin")
+    gpu_cache_gib = models.FloatField(null=True, blank=True)  # per replica; None: not given
+    # Prediction.to_dict() once computed ({}: none, or not yet); prediction_note says why
+    # there is none (no export named, still computing, or what went wrong)
+    predicted = models.JSONField(default=dict, blank=True)
+    prediction_note = models.TextField(blank=True)
 
     class Meta:
         app_label = "console"

@@ -11,10 +11,12 @@ from django.db import transaction
 
 from analysis.benchmarks.comparison import Run, Schedule, SideBySide, side_by_side
 from analysis.benchmarks.files import parse_result
+from analysis.benchmarks.prediction import differs
 from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_json
 from analysis.benchmarks.scrapes import ScrapeError, measured_hits, parse_scrape
 from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
 from console.benchmarks.models import BenchRun
+from console.benchmarks.predictions import PENDING, queue_prediction
 from console.format import moment_text
 from console.policies import audit
 
@@ -71,8 +73,13 @@ def bench_runs_create(
                 versions={k: tags[k] for k in VERSION_KEYS if tags.get(k)},
                 topology=tags.get("topology", ""), numa_binding=tags.get("numa_binding", ""),
                 scrapes=scrapes or {}, measured=measured,
+                replay_export=tags.get("replay_export"), replicas=tags.get("replicas") or 1,
+                router=tags.get("router") or "round_robin",
+                gpu_cache_gib=tags.get("gpu_cache_gib"),
+                prediction_note=PENDING if tags.get("replay_export") else "",
             ))  # fmt: skip
             _record_upload(runs[-1], user, size)
+            queue_prediction(runs[-1])
     return runs
 
 
@@ -102,11 +109,15 @@ def _record_upload(run: BenchRun, user, size: int) -> None:
 
 
 def _measured_details(run: BenchRun) -> dict:
-    """What the audit keeps of a run's scrapes: the engine and its ratio, not the text."""
-    if not run.measured:
-        return {}
-    return {"measured_by": run.measured["engine"],
-            "measured_hit_ratio": round(run.measured["hit_ratio"], 6)}  # fmt: skip
+    """What the audit keeps of a run's scrapes (the engine and its ratio, not the text)
+    and of the trace it replayed."""
+    details = {}
+    if run.measured:
+        details |= {"measured_by": run.measured["engine"],
+                    "measured_hit_ratio": round(run.measured["hit_ratio"], 6)}  # fmt: skip
+    if run.replay_export_id is not None:
+        details["replay_export"] = run.replay_export_id
+    return details
 
 
 def _read(upload: UploadedFile) -> tuple[object, BenchResult]:
@@ -145,7 +156,8 @@ def cells_for(model_name: str, rate: float | str | None = EVERY_RATE) -> list[Ce
             request_rate=rate)  # fmt: skip
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
-             run.concurrency, run.result, run.measured.get("hit_ratio"))
+             run.concurrency, run.result, run.measured.get("hit_ratio"),
+             run.predicted.get("hit_ratio"))
         for run in runs
     ]  # fmt: skip
 
@@ -164,7 +176,9 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
         # several runs of one cell: show the worst, as the boundary counts it
         if shown is None or (misses and not shown["misses"]):
             tier["cells"][key] = {"result": cell.result, "misses": misses, "runs": runs,
-                                  "measured": cell.measured_hit_ratio}  # fmt: skip
+                                  "measured": cell.measured_hit_ratio,
+                                  "predicted": cell.predicted_hit_ratio,
+                                  "differs": _differs(cell)}  # fmt: skip
         else:
             shown["runs"] = runs
     contexts, concurrencies = matrix_axes(cells)
@@ -174,6 +188,13 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
             for context in contexts
         ]
     return {"tiers": tiers, "contexts": contexts, "concurrencies": concurrencies}
+
+
+def _differs(cell: Cell) -> bool | None:
+    """Whether the run's prediction and measurement differ (None: one is missing)."""
+    if cell.measured_hit_ratio is None or cell.predicted_hit_ratio is None:
+        return None
+    return differs(cell.predicted_hit_ratio, cell.measured_hit_ratio)
 
 
 def comparisons(model_name: str) -> list[SideBySide]:
@@ -200,7 +221,9 @@ def runs_table(model_name: str) -> list[dict]:
             **latencies, **result.throughputs, "duration_s": result.duration_s,
             "host_ram_growth_gib": result.ram_growth_gib,
             "measured_hit_ratio": run.measured.get("hit_ratio"),
-            "measured_by": run.measured.get("label", ""), **run.versions,
+            "measured_by": run.measured.get("label", ""),
+            "predicted_hit_ratio": run.predicted.get("hit_ratio"),
+            "replay_export": run.replay_export_id, **run.versions,
             "numa_binding": run.numa_binding, "uploaded_at": moment_text(run.created_at),
         })  # fmt: skip
     return rows

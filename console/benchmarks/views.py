@@ -13,6 +13,7 @@ from analysis.benchmarks.slo import Slo
 from console.benchmarks.exports import runs_csv
 from console.benchmarks.forms import BenchUploadForm, SloForm
 from console.benchmarks.models import BenchRun
+from console.benchmarks.predictions import PENDING, comparison
 from console.benchmarks.selectors import compare_page, matrix_page
 from console.benchmarks.services import (
     EVERY_RATE,
@@ -52,8 +53,9 @@ def benchmark_list(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"{len(runs)} run{'s' if len(runs) != 1 else ''} stored.")
             return redirect("evidence_list")
     models = BenchRun.objects.values_list("model_name", flat=True).distinct().order_by()
+    runs = list(BenchRun.objects.defer("raw", "topology", "scrapes"))
     return render(request, "benchmarks/list.html", {
-        "form": form, "runs": BenchRun.objects.defer("raw", "topology"),
+        "form": form, "runs": [(run, comparison(run)) for run in runs], "pending": PENDING,
         "models": sorted(set(models), key=str.casefold)})  # fmt: skip
 
 
@@ -107,5 +109,8 @@ def benchmark_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
 @reader_required
 def benchmark_run(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: its tags and numbers, its file, and (for analysts) rename and delete."""
-    run = get_object_or_404(BenchRun.objects.select_related("created_by"), pk=pk)
-    return render(request, "benchmarks/run.html", {"run": run, "result": run.result})
+    run = get_object_or_404(
+        BenchRun.objects.select_related("created_by", "replay_export__upload"), pk=pk
+    )
+    return render(request, "benchmarks/run.html", {
+        "run": run, "result": run.result, "versus": comparison(run)})  # fmt: skip

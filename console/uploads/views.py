@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from analysis import BlockStream
 from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
+from console.benchmarks.predictions import export_record
 from console.downloads import json_file
 from console.format import bytes_text
 from console.models import Analysis, JobStatus, Upload
@@ -336,7 +337,7 @@ def upload_replay(request: HttpRequest, pk: int) -> HttpResponse:
         "upload": upload, "form": form, "info": info,
         "model": selectors.replay_model_name(upload),
         "readback_tails": "cached" if cached else "uncached",
-        "query": request.GET.urlencode(),
+        "query": request.GET.urlencode(), "exports": upload.replay_exports.all(),
     })  # fmt: skip
 
 
@@ -349,13 +350,15 @@ def upload_replay_download(request: HttpRequest, pk: int) -> HttpResponse:
                             content_type="text/plain")  # fmt: skip
     stream = BlockStream.load(upload.streams[str(form.cleaned_data["block_tokens"])])
     options = _replay_options(request, form)
-    lines = replay_lines(stream, options)
-    response = StreamingHttpResponse(lines, content_type="application/jsonl")
-    name = f"kvscope-replay-upload{upload.pk}-b{stream.block_tokens}.jsonl"
+    # its id and digest first (one pass), so a benchmark run can name the trace it replayed
+    export = export_record(upload, stream, options, request.user)
+    response = StreamingHttpResponse(replay_lines(stream, options),
+                                     content_type="application/jsonl")  # fmt: skip
     # recorded when it starts streaming: what was asked for, as the form chose it
     audit.record(actor=request.user, action="download.replay", obj=upload, details={
-        "file": name, "block_tokens": stream.block_tokens, "labels": options.labels,
+        "file": export.file_name, "block_tokens": stream.block_tokens, "labels": options.labels,
         "tenants": list(options.tenants) if options.tenants else None,
         "start_s": options.start_s, "end_s": options.end_s, "time_scale": options.time_scale,
+        "export": export.pk, "sha256": export.sha256,
     })  # fmt: skip
-    return attachment(response, name)
+    return attachment(response, export.file_name)

@@ -5,6 +5,7 @@ through its real page, task or command, and the chain still verifies after it.""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from console.audit_actions import ACTIONS, label_of
 from console.benchmarks.housekeeping import BENCH_RUN
 from console.leftovers import raw_folder
 from console.management.commands.flush import guards_off
-from console.models import Analysis, AuditEvent, BenchRun, JobStatus, Upload
+from console.models import Analysis, AuditEvent, BenchRun, JobStatus, ReplayExport, Upload
 from console.policies import audit
 from console.policies.services import policy_create, version_update
 from console.uploads.housekeeping import ANALYSIS, UPLOAD
@@ -336,14 +337,17 @@ def test_a_comparison_csv_and_a_replay_trace_are_one_event_each(client, analyst,
     since = mark()
     url = reverse("upload_replay_download", args=[analysis.upload_id])
     response = client.get(url, {"block_tokens": 256, "time_scale": 0.5})
-    assert response.status_code == 200 and b"".join(response.streaming_content)
+    trace = b"".join(response.streaming_content)
+    assert response.status_code == 200 and trace
     recorded(since, ["download.replay"])
     replay = one("download.replay", since)
     assert names(replay) == ("aud", "Upload", str(analysis.upload_id))
+    export = ReplayExport.objects.get()  # the trace's id and its file's digest
+    assert export.sha256 == hashlib.sha256(trace).hexdigest()
     assert replay.details == {
-        "file": f"kvscope-replay-upload{analysis.upload_id}-b256.jsonl", "block_tokens": 256,
-        "labels": False, "tenants": None, "start_s": None, "end_s": None,
-        "time_scale": 0.5}  # fmt: skip
+        "file": f"kvscope-replay-upload{analysis.upload_id}-b256-x{export.pk}.jsonl",
+        "block_tokens": 256, "labels": False, "tenants": None, "start_s": None, "end_s": None,
+        "time_scale": 0.5, "export": export.pk, "sha256": export.sha256}  # fmt: skip
     assert_verifies()
 
 

@@ -4,6 +4,7 @@ degradation boundary."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.generate import chat_requests, write_jsonl
-from console.models import FINISHED, BenchRun, Upload
+from console.models import FINISHED, BenchRun, ReplayExport, Upload
 from console.uploads.services import upload_create
 from tests.analysis.factories import vllm_result
 from tests.console import browser_fixtures
@@ -46,7 +47,9 @@ def test_export_a_trace_upload_three_runs_and_see_the_boundary(
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Download the trace (JSON lines)").click()
     download = download_info.value
-    assert download.suggested_filename == f"kvscope-replay-upload{upload.pk}-b64.jsonl"
+    export = ReplayExport.objects.get()
+    assert download.suggested_filename == f"kvscope-replay-upload{upload.pk}-b64-x{export.pk}.jsonl"
+    assert hashlib.sha256(Path(download.path()).read_bytes()).hexdigest() == export.sha256
     lines = [json.loads(x) for x in Path(download.path()).read_text().splitlines()]
     assert len(lines) == 80 and lines[0]["timestamp"] == 0
     assert all(set(x) == {"timestamp", "input_length", "output_length", "hash_ids"}
