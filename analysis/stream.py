@@ -40,10 +40,12 @@ OCCURRENCES_SCHEMA = pa.schema([("req", pa.int32()), ("seg", pa.int32()), ("offs
 REQUEST_DTYPES = {"t_us": "int64", "tenant": "int32", "user": "int32", "route": "int32",
                   "prompt_tokens": "int64", "output_tokens": "int64", "line": "int64",
                   "file": "int16", "session": "uint64", "cache_control": "int8",
+                  "reported_prompt_tokens": "int64", "cached_tokens": "int64",
                   "blocks": "int64"}  # fmt: skip
-# request columns added after streams were first stored: a stream without them reads as
-# "no session, no cache breakpoint"
-_LATER_REQUEST_COLUMNS = ("session", "cache_control")
+# request columns added after streams were first stored, and what a stream without them
+# reads as: no session, no cache breakpoint, no usage reported
+_LATER_REQUEST_COLUMNS = {"session": 0, "cache_control": 0, "reported_prompt_tokens": -1,
+                          "cached_tokens": -1}  # fmt: skip
 SEGMENT_DTYPES = {"id": "uint64", "role_class": "int8", "tokens": "int32"}
 _SEGMENT_TEXTS = ("label", "preview")
 _REFS_DTYPES = {"key": "uint64", "tokens": "int32"}
@@ -92,6 +94,10 @@ class BlockStream(StreamHeader):
     req_file: np.ndarray  # int16 index into files
     req_session: np.ndarray  # uint64 keyed hash of the session id, 0 when it has none
     req_cache_control: np.ndarray  # int8 1 when the body marks a cache breakpoint
+    # what the engine's response reported (#18): its count of the prompt, and the tokens it
+    # served from its prefix cache; int64, -1 unknown
+    req_reported_prompt_tokens: np.ndarray
+    req_cached_tokens: np.ndarray
     req_ref_start: np.ndarray  # int64, len n+1: refs of request i are [start[i], start[i+1])
     # block references, request by request, block by block
     ref_key: np.ndarray  # uint64
@@ -136,6 +142,7 @@ class BlockStream(StreamHeader):
         start = requests.get("ref_start")
         if start is None:
             start = ref_start(requests["blocks"])
+        requests = _with_later_columns(requests, requests["t_us"].size)
         return cls(
             **_header_fields(header),
             req_t_us=requests["t_us"],
@@ -148,6 +155,8 @@ class BlockStream(StreamHeader):
             req_file=requests["file"],
             req_session=requests["session"],
             req_cache_control=requests["cache_control"],
+            req_reported_prompt_tokens=requests["reported_prompt_tokens"],
+            req_cached_tokens=requests["cached_tokens"],
             req_ref_start=start,
             ref_key=refs["key"],
             ref_tokens=refs["tokens"],
@@ -174,6 +183,8 @@ class BlockStream(StreamHeader):
             "file": self.req_file,
             "session": self.req_session,
             "cache_control": self.req_cache_control,
+            "reported_prompt_tokens": self.req_reported_prompt_tokens,
+            "cached_tokens": self.req_cached_tokens,
             "blocks": np.diff(self.req_ref_start),
         }
 
@@ -272,11 +283,15 @@ def _header_fields(source: BlockStream | StreamHeader) -> dict[str, Any]:
 
 def _request_columns(table: pa.Table) -> dict[str, np.ndarray]:
     present = {n: d for n, d in REQUEST_DTYPES.items() if n in table.column_names}
-    columns = _columns(table, present)
-    for name in _LATER_REQUEST_COLUMNS:
-        if name not in columns:
-            columns[name] = np.zeros(table.num_rows, REQUEST_DTYPES[name])
-    return columns
+    return _columns(table, present)
+
+
+def _with_later_columns(requests: Mapping[str, np.ndarray], n: int) -> Mapping[str, np.ndarray]:
+    """The request columns, with those added since a stream was stored at their defaults."""
+    later = _LATER_REQUEST_COLUMNS.items()
+    missing = {name: np.full(n, value, REQUEST_DTYPES[name])
+               for name, value in later if name not in requests}  # fmt: skip
+    return {**requests, **missing} if missing else requests
 
 
 def _columns(table: pa.Table, dtypes: Mapping[str, str]) -> dict[str, np.ndarray]:

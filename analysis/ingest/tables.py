@@ -58,7 +58,8 @@ class RequestTable:
               "route": ("i", np.int32), "prompt_tokens": ("q", np.int64),
               "output_tokens": ("q", np.int64), "line": ("q", np.int64),
               "file": ("h", np.int16), "session": ("Q", np.uint64),
-              "cache_control": ("b", np.int8)}  # fmt: skip
+              "cache_control": ("b", np.int8), "reported_prompt_tokens": ("q", np.int64),
+              "cached_tokens": ("q", np.int64)}  # fmt: skip
 
     def __init__(self) -> None:
         self.tenants, self.users, self.routes = Codes(), Codes(), Codes()
@@ -81,6 +82,8 @@ class RequestTable:
         cols["file"].append(file_index)
         cols["session"].append(session_key)
         cols["cache_control"].append(int(request.cache_control))
+        cols["reported_prompt_tokens"].append(request.reported_prompt_tokens)
+        cols["cached_tokens"].append(request.cached_tokens)
         return index
 
     def add_columns(self, trace: TraceColumns, file_index: int) -> None:
@@ -98,6 +101,8 @@ class RequestTable:
             "file": np.full(n, file_index, np.int16),
             "session": np.zeros(n, np.uint64),  # (Mooncake traces name no session)
             "cache_control": np.zeros(n, np.int8),
+            "reported_prompt_tokens": np.full(n, -1, np.int64),  # (no response usage)
+            "cached_tokens": np.full(n, -1, np.int64),
         }
         for name, column in values.items():
             self.columns[name].frombytes(column.tobytes())

@@ -12,6 +12,7 @@ from analysis.readers.records import ChatRequest, Message
 from analysis.readers.render import place_tools
 from analysis.readers.responses import SHAPE as RESPONSES_SHAPE
 from analysis.readers.responses import responses_messages
+from analysis.readers.usage import Usage, reported_usage
 from analysis.timestamps import NO_ZONE_NOTE, check_plausible, now_us, parse_timestamp
 
 # Where a line's body may be: at the top level, or under `request` / `body` (the shapes a
@@ -36,6 +37,9 @@ class ChatReader:
         self._ids = SeenIds()
         self._unknown_parts: set[str] = set()
         self._now = now_us()
+        self._inconsistent_usage = 0
+        self._first_inconsistent = 0
+        self._usage_note = ""
 
     def parse(self, obj: dict, line: int) -> ChatRequest:
         if "timestamp" not in obj:
@@ -53,6 +57,7 @@ class ChatReader:
         except RecursionError:  # (valid JSON can nest deeper than a reader recurses)
             raise LineError(f"{_shape(body)} body: nested too deeply") from None
         output_tokens = token_count(first(obj, *OUTPUT_PATHS), "output token count")
+        usage = self._usage(obj, line)
         self._claim_id(first(obj, ("id",), ("request_id",), ("custom_id",)))
         self._note_unknown_parts(found.unknown_parts, line)
         tenant, user = tenant_and_user(obj)
@@ -66,7 +71,24 @@ class ChatReader:
             output_tokens=output_tokens,
             session=_session(obj, body),
             cache_control=found.cache_control,
+            reported_prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
         )
+
+    def _usage(self, obj: dict, line: int) -> Usage:
+        """What the response reported; one that claims more cached tokens than its prompt
+        is left out (noted, the request kept)."""
+        usage = reported_usage(obj)
+        if usage.consistent:
+            return usage
+        self._inconsistent_usage += 1
+        old = self._usage_note
+        self._usage_note = (f"{self._inconsistent_usage:,} line(s) report more cached tokens "
+                            f"than prompt tokens (first: line {self._first_inconsistent or line})"
+                            "; their usage is left out, the requests kept")  # fmt: skip
+        self._first_inconsistent = self._first_inconsistent or line
+        self._errors.renote(old, self._usage_note)
+        return Usage()
 
     def _place_tools(
         self, obj: dict, body: dict, messages: list[Message], model: str, found: Findings

@@ -28,6 +28,10 @@ class ChatRequest:
     output_tokens: int  # -1 when the log does not say
     session: str = ""  # metrics.md section 7: "" when the line names none
     cache_control: bool = False  # the body carries an explicit cache breakpoint
+    # what the serving engine's response reported (usage): the prompt tokens it counted
+    # and those it served from its cache; -1 when the line does not say
+    reported_prompt_tokens: int = -1
+    cached_tokens: int = -1
 
 
 @dataclass(slots=True)
@@ -42,6 +46,8 @@ class TraceRequest:
     hash_ids: np.ndarray  # uint64 keys
     session: str = ""  # a Bailian chain's root chat_id; "" when none
     cache_control: bool = False
+    reported_prompt_tokens: int = -1  # (traces carry no response usage)
+    cached_tokens: int = -1
 
 
 Request = ChatRequest | TraceRequest
