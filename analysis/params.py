@@ -118,6 +118,10 @@ class AnalysisParams:
     knee_gain: float = 0.01
     # replicas, routers, a GPU tier and admission (metrics.md section 8); None: one cache
     fleet: FleetParams | None = None
+    # the host RAM per replica the engine that wrote the log ran with (GiB), with the fleet
+    # above: kvscope's prediction set beside the cached tokens its responses report (#18);
+    # None: not stated (with no GPU cache either, no prediction)
+    logged_ram_gib: float | None = None
     # the curve is exact up to this many block references, SHARDS-sampled beyond
     mrc_exact_limit: int = 20_000_000
     shards_rate: float | None = None  # None: enough for ~4 M sampled references
@@ -155,6 +159,8 @@ class AnalysisParams:
             self.fleet.validate()
         if not 0 < self.knee_gain < 1:
             raise ValueError("the knee gain must be a share of hit ratio in (0, 1)")
+        if self.logged_ram_gib is not None and not 0 <= self.logged_ram_gib < 1e9:
+            raise ValueError("the logged engine's RAM must be a finite number of GiB >= 0")
 
     def report_dict(self) -> dict:
         """The parameters as the report's `params` records them."""
@@ -173,6 +179,8 @@ class AnalysisParams:
             "budgets_gib": list(self.budgets_gib),
             "knee_gain": self.knee_gain,
             "fleet": self.fleet.report_dict() if self.fleet is not None else None,
+            # (only when stated: reports from before it keep their exact shape)
+            **({"logged_ram_gib": self.logged_ram_gib} if self.logged_ram_gib is not None else {}),
         }
 
 

@@ -128,6 +128,9 @@ class Report:
     # single cache admitting a block only at its second reference
     fleet: dict | None = None
     admission: dict | None = None
+    # #18: what the logged engine reports it reused beside kvscope's prediction (only for a
+    # log whose responses carry their usage: no key otherwise)
+    logged_cache: dict | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
@@ -147,6 +150,8 @@ class Report:
             for key in ("segments", "misplaced_reuse_tokens"):
                 if window[key] is None:
                     del window[key]
+        if data["logged_cache"] is None:
+            del data["logged_cache"]
         return data
 
     def to_json(self, *, indent: bool = True) -> bytes:

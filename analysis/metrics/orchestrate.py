@@ -27,14 +27,16 @@ from analysis.metrics.fleet import (
     admission_section,
     fleet_inputs,
     fleet_section,
+    gpu_block_bytes,
 )
 from analysis.metrics.knee import knee
+from analysis.metrics.logged_cache import has_usage, logged_cache_section
 from analysis.metrics.recommend import per_rank_ram, recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
 from analysis.metrics.traffic import cache_control_requests, session_share, tools_summary
 from analysis.mrc import stack_distances
-from analysis.params import AnalysisParams
+from analysis.params import AnalysisParams, FleetParams
 from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
 from analysis.reuse import hits_within, prev_next, ref_reuse_times, salt_codes, scoped_ids, to_us
@@ -175,6 +177,10 @@ def _add_tiers(
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
                                      report.recommendation.ceiling)  # fmt: skip
+    if has_usage(stream):
+        fleet = params.fleet if params.fleet is not None else FleetParams()
+        gpu_slots = fleet.gpu_cache_bytes // gpu_block_bytes(params, stream.block_tokens)
+        report.logged_cache = logged_cache_section(stream, tiers, params, gpu_slots)
 
 
 def _stepper(progress: ProgressFn | None, steps: int) -> Callable[[], None]:

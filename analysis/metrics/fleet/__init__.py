@@ -7,7 +7,7 @@ from analysis.metrics.fleet.inputs import (
     StreamColumns,
     fleet_inputs,
 )
-from analysis.metrics.fleet.report import admission_section, fleet_section
+from analysis.metrics.fleet.report import admission_section, fleet_section, gpu_block_bytes
 
 __all__ = [
     "FleetInputs",
@@ -16,4 +16,5 @@ __all__ = [
     "admission_section",
     "fleet_inputs",
     "fleet_section",
+    "gpu_block_bytes",
 ]

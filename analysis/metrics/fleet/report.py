@@ -28,7 +28,7 @@ def fleet_section(
 ) -> dict:  # fmt: skip
     """The `fleet` section of the report: every chosen router's curve and recommendation."""
     fleet = params.fleet if params.fleet is not None else FleetParams()
-    gpu_slots = fleet.gpu_cache_bytes // _gpu_block_bytes(params, block_tokens)
+    gpu_slots = fleet.gpu_cache_bytes // gpu_block_bytes(params, block_tokens)
     routers = _router_entries(inputs, params, block_tokens, slot_bytes, gpu_slots)
     return {
         "replicas": fleet.replicas,
@@ -43,7 +43,7 @@ def fleet_section(
     }
 
 
-def _gpu_block_bytes(params: AnalysisParams, block_tokens: int) -> int:
+def gpu_block_bytes(params: AnalysisParams, block_tokens: int) -> int:
     """A block's bytes on a replica's GPUs, all TP ranks together: each rank keeps its
     share of the heads, or all of them when heads are replicated or latent (MLA), so the
     replica holds per-rank bytes x tp, as its host RAM does (section 8, per TP rank)."""
