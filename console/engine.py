@@ -103,12 +103,11 @@ def analysis_params(
     prefix_threshold: float | None = None,
     gpu_cache_gib: float | None = None,
     store_threshold: int | None = None,
+    logged_ram_gib: float | None = None,
     **reserves_gib: float | None,
 ) -> AnalysisParams:
-    """AnalysisParams from the values of the analysis form or the command line.
-
-    Host reserves come as reserve_<name>_gib for each name of HOST_RESERVES.
-    """
+    """AnalysisParams from the values of the analysis form or the command line (host
+    reserves as reserve_<name>_gib for each name of HOST_RESERVES)."""
     unknown = set(reserves_gib) - {f"reserve_{name}_gib" for name in HOST_RESERVES}
     if unknown:
         raise TypeError(f"unknown parameters: {', '.join(sorted(unknown))}")
@@ -134,6 +133,7 @@ def analysis_params(
         knee_gain=knee_gain,
         serving=serving,
         fleet=_fleet(replicas, routers, prefix_threshold, gpu_cache_gib, store_threshold),
+        logged_ram_gib=logged_ram_gib,
     )
 
 

@@ -245,6 +245,21 @@ class AnalysisForm(forms.Form):
         },
     )
 
+    # --- what the engine that wrote the log ran with (#18): its cached tokens compared ----
+    logged_ram_gib = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_HOST_GIB,
+        label="Host RAM per replica the logged engine had (GiB)",
+        help_text="When the log's responses report cached tokens, kvscope predicts them for "
+        "this RAM, with the fleet above (replicas, first router, GPU prefix cache). Empty: "
+        "the GPU prefix cache alone, or no prediction without one.",
+        error_messages={
+            "invalid": "The RAM is a number of GiB, e.g. 64.",
+            "min_value": "The RAM cannot be negative: 0 is none.",
+        },
+    )
+
     def __init__(self, *args, block_sizes: list[int] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         for name, label in RESERVE_LABELS.items():

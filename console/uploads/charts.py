@@ -33,6 +33,7 @@ from console.plotting import HEIGHT, style, to_dict
 from console.uploads.bar_charts import budgets_figure, routes_figure, segments_figure
 from console.uploads.curve_charts import compare_figure, mrc_figure
 from console.uploads.fleet_charts import admission_figure, fleet_figure, fleet_load_figure
+from console.uploads.logged_charts import logged_cache_figure
 
 # The version of the figures these modules draw (this one, curve_charts, bar_charts,
 # fleet_charts and console.plotting).
@@ -238,8 +239,9 @@ def report_figures(report: dict) -> dict[str, dict]:
     """All figures of one report, by name, in the order the analysis page shows them:
     "mrc", "working_set", "reuse", "routes" always; "segments" for chat logs only;
     "budgets" only when the report has budgets; then "admission" when the report has the
-    admission curve, and "fleet" and "fleet_load" when it has a fleet: these three in
-    sections of their own, after the others (SECTION_FIGURES of console.uploads.fleet_view)."""
+    admission curve, "fleet" and "fleet_load" when it has a fleet, and "logged_cache" when
+    its log reported cached tokens and a prediction stands beside them: these in sections
+    of their own, after the others (SECTION_FIGURES of console.uploads.fleet_view)."""
     figures = {
         "mrc": mrc_figure(report),
         "working_set": working_set_figure(report),
@@ -256,6 +258,7 @@ def report_figures(report: dict) -> dict[str, dict]:
         ("admission", admission_figure),
         ("fleet", fleet_figure),
         ("fleet_load", fleet_load_figure),
+        ("logged_cache", logged_cache_figure),
     ):
         figure = draw(report)
         if figure is not None:

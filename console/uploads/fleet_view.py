@@ -14,7 +14,7 @@ from console.uploads.fleet_words import router_phrase
 
 # the figures shown in the page's own sections (console.uploads.charts draws them last,
 # in this order, so the page lists every figure in drawing order)
-SECTION_FIGURES = ("admission", "fleet", "fleet_load")
+SECTION_FIGURES = ("admission", "fleet", "fleet_load", "logged_cache")
 
 
 def split_figures(figures: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:

@@ -46,6 +46,7 @@ def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
         prefix_threshold=opts["prefix_threshold"],
         gpu_cache_gib=opts["gpu_cache_gib"],
         store_threshold=opts["store_threshold"],
+        logged_ram_gib=opts["logged_ram_gib"],
         **{f"reserve_{name}_gib": opts[f"reserve_{name}"] for name in HOST_RESERVES},
     )
 
@@ -227,6 +228,14 @@ def add_fleet_arguments(parser: CommandParser) -> None:
         default=None,
         metavar="K",
         help=f"a block enters host RAM at its K-th reference (default {fleet.store_threshold})",
+    )
+    parser.add_argument(
+        "--logged-ram-gib",
+        type=float,
+        default=None,
+        metavar="X",
+        help="host RAM per replica the engine that wrote the log had: kvscope's prediction "
+        "beside the cached tokens its responses report (report.logged_cache)",
     )
 
 

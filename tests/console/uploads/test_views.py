@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -17,7 +18,7 @@ from django.utils import timezone
 from analysis import BlockStream, analyze
 from analysis import ingest as ingest_engine
 from console.engine import analysis_params, ingest_options
-from console.models import Analysis, Upload
+from console.models import Analysis, ReplayExport, Upload
 from console.staticfinders import STATIC_PATH
 from console.uploads import charts
 from tests.console.factories import PASSWORD, gib_shown
@@ -362,9 +363,11 @@ def test_a_replay_trace_is_exported_and_reads_back_to_the_same_numbers(
     assert f"--timed-trace-chunk-hash-size {size}" in form and "120</strong> requests" in form
     response = client.get(reverse("upload_replay_download", args=[done_upload.pk]),
                           {"block_tokens": "64", "time_scale": "1"})  # fmt: skip
-    assert response["Content-Disposition"].endswith('-b64.jsonl"')
+    export = ReplayExport.objects.get()  # the trace's id in its name, its digest kept
+    assert response["Content-Disposition"].endswith(f'-b64-x{export.pk}.jsonl"')
     trace = tmp_path / "replay.jsonl"
     trace.write_bytes(b"".join(response.streaming_content))
+    assert hashlib.sha256(trace.read_bytes()).hexdigest() == export.sha256
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert len(lines) == 120 and set(lines[0]) == {"timestamp", "input_length",
                                                    "output_length", "hash_ids"}  # fmt: skip
