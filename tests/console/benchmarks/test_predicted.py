@@ -131,3 +131,15 @@ def test_without_an_export_or_its_stream_the_run_says_so(client, export):
     )
     page = client.get(reverse("evidence_run", args=[orphan.pk])).content.decode()
     assert "no longer holds its 512-token block stream" in page
+
+
+def test_a_run_keeps_its_prediction_when_the_export_goes_with_its_upload(client, export):
+    run = run_with(client, export, hits=1024, ram_gib=2 * BLOCK_GIB)
+    Upload.objects.filter(pk=export.upload_id).delete()  # its exports go with it
+    run.refresh_from_db()
+    assert run.replay_export is None and run.predicted["hit_ratio"] == 0.25
+    page = client.get(reverse("evidence_run", args=[run.pk]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "a replay export since deleted with its upload" in text
+    assert "<strong data-predicted-ratio>25.0 %</strong>" in text
