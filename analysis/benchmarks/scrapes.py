@@ -187,6 +187,9 @@ def measured_hits(before_text: str, after_text: str) -> MeasuredHits:
     before = parse_scrape(before_text, "the scrape before the run")
     after = parse_scrape(after_text, "the scrape after the run")
     counters = _engine_of(after)
+    if not _series(before, counters.prompt):
+        raise ScrapeError(f"{counters.prompt} is in the scrape after the run but not in the "
+                          "one before it: scrape the same server just before the run.")  # fmt: skip
     names = [counters.prompt, *(name for _, name in counters.tiers)]
     _refuse_restarts(before, after, names)
     looked_up = _increase(before, after, counters.prompt)
@@ -235,7 +238,20 @@ def _series(scrape: Scrape, name: str) -> dict[tuple[tuple[str, str], ...], floa
 
 def _refuse_restarts(before: Scrape, after: Scrape, names: list[str]) -> None:
     """A counter never goes down while its process lives: one that did (or vanished) means
-    the engine restarted between the scrapes, and the difference means nothing."""
+    the engine restarted between the scrapes, and the difference means nothing. A restart
+    whose counters grew past their old values since shows in the process's start time, or
+    in a counter's `_created` sample (the time prometheus_client made it)."""
+    births = ("process_start_time_seconds", *(n.removesuffix("_total") + "_created"
+                                              for n in names))  # fmt: skip
+    for name in births:
+        born_after = _series(after, name)
+        for labels, born in _series(before, name).items():
+            again = born_after.get(labels)
+            if again is not None and again != born:
+                raise ScrapeError(f"{name}{_labels_text(labels)} changed between the scrapes "
+                                  f"({born:g}, then {again:g}): the engine restarted in "
+                                  "between. Scrape again just before and just after one "
+                                  "run.")  # fmt: skip
     for name in names:
         now = _series(after, name)
         for labels, then in _series(before, name).items():

@@ -37,8 +37,8 @@ class ChatReader:
         self._ids = SeenIds()
         self._unknown_parts: set[str] = set()
         self._now = now_us()
-        self._inconsistent_usage = 0
-        self._first_inconsistent = 0
+        self._usage_left_out = 0
+        self._first_left_out = ""
         self._usage_note = ""
 
     def parse(self, obj: dict, line: int) -> ChatRequest:
@@ -76,19 +76,28 @@ class ChatReader:
         )
 
     def _usage(self, obj: dict, line: int) -> Usage:
-        """What the response reported; one that claims more cached tokens than its prompt
-        is left out (noted, the request kept)."""
-        usage = reported_usage(obj)
-        if usage.consistent:
-            return usage
-        self._inconsistent_usage += 1
+        """What the response reported. A usage that is no count, or claims more cached
+        tokens than its prompt, is left out (noted): the request itself is kept."""
+        try:
+            usage = reported_usage(obj)
+        except LineError as exc:
+            self._leave_out_usage(line, str(exc))
+            return Usage()
+        if not usage.consistent:
+            self._leave_out_usage(line, "more cached tokens than prompt tokens")
+            return Usage()
+        return usage
+
+    def _leave_out_usage(self, line: int, why: str) -> None:
+        """One note for every usage left out, its count and the first line's reason."""
+        self._usage_left_out += 1
+        if self._usage_left_out == 1:
+            self._first_left_out = f"line {line}: {why}"
         old = self._usage_note
-        self._usage_note = (f"{self._inconsistent_usage:,} line(s) report more cached tokens "
-                            f"than prompt tokens (first: line {self._first_inconsistent or line})"
-                            "; their usage is left out, the requests kept")  # fmt: skip
-        self._first_inconsistent = self._first_inconsistent or line
+        self._usage_note = (f"{self._usage_left_out:,} line(s) report a usage kvscope cannot "
+                            f"use (first, {self._first_left_out}); their usage is left out, "
+                            "the requests kept")  # fmt: skip
         self._errors.renote(old, self._usage_note)
-        return Usage()
 
     def _place_tools(
         self, obj: dict, body: dict, messages: list[Message], model: str, found: Findings

@@ -45,6 +45,32 @@ def test_the_gpu_cache_answers_first_and_ram_holds_what_it_lost():
         0.25, 0.25, 0.5)  # fmt: skip
 
 
+def test_a_run_without_ram_is_the_gpu_cache_alone():
+    # offload off: GPU of 2 blocks; r1 hits A there, r3 does not (distance 3): 8 / 32
+    gpu = predict(gpu_cache_gib=2 * BLOCK_GIB)
+    assert (gpu["hit_ratio"], gpu["gpu_hit_ratio"], gpu["ram_hit_ratio"]) == (0.25, 0.25, 0.0)
+    assert gpu["ram_slots"] == 0
+    assert predict()["hit_ratio"] == 0.0  # no cache at all
+
+
+def test_compared_with_a_measurement_by_tier_and_an_unstated_gpu_cache_is_said():
+    from analysis.benchmarks.prediction import compare
+
+    measured = {
+        "of_what": "prompt tokens",
+        "label": "vLLM",
+        "hit_ratio": 0.5,
+        "tiers": [{"tier": "gpu", "ratio": 0.3}, {"tier": "connector", "ratio": 0.2}],
+    }
+    versus = compare(predict(ram_gib=4 * BLOCK_GIB), measured)  # predicted 0.5, all RAM
+    assert versus["difference"] == 0.0 and not versus["differs"]
+    assert [(t["tier"], t["predicted"], t["measured"], t["differs"]) for t in versus["tiers"]] == [
+        ("gpu", 0.0, 0.3, True), ("ram", 0.5, 0.2, True)]  # fmt: skip
+    assert versus["gpu_unstated"] is True
+    lookups = {**measured, "of_what": "tokens looked up in LMCache", "label": "LMCache server"}
+    assert compare(predict(ram_gib=1.0), lookups)["comparable"] is False
+
+
 def test_replicas_behind_round_robin_split_the_trace():
     # r0, r2 to replica 0 (A, C: no reuse); r1, r3 to replica 1 (A, A: r3 hits): 8 / 32
     fleet = predict(ram_gib=4 * BLOCK_GIB, replicas=2, router="round_robin")

@@ -9,8 +9,12 @@ import pytest
 from analysis.benchmarks.scrapes import ScrapeError, measured_hits, parse_scrape
 
 
-def vllm_scrape(queries: dict[str, float], hits: dict[str, float],
-                external: dict[str, float] | None = None) -> str:  # fmt: skip
+def vllm_scrape(
+    queries: dict[str, float],
+    hits: dict[str, float],
+    external: dict[str, float] | None = None,
+    created: float = 1.7646e9,
+) -> str:
     """A vLLM /metrics page as vLLM writes it (prometheus_client's exposition: HELP, TYPE,
     the `_total` and `_created` samples), one series per data-parallel engine."""
     lines = [
@@ -27,7 +31,7 @@ def vllm_scrape(queries: dict[str, float], hits: dict[str, float],
                   f"# TYPE {name} counter"]  # fmt: skip
         for engine, value in values.items():
             labels = f'{{engine="{engine}",model_name="llama"}}'
-            lines += [f"{name}_total{labels} {value}", f"{name}_created{labels} 1.7646e+09"]
+            lines += [f"{name}_total{labels} {value}", f"{name}_created{labels} {created}"]
     return "\n".join(lines) + "\n"
 
 
@@ -113,6 +117,26 @@ def test_a_counter_that_went_down_is_a_restart_and_is_refused_by_name():
     message = str(refused.value)
     assert 'vllm:prefix_cache_queries_total{engine="0",model_name="llama"}' in message
     assert "went down from 9000 to 400" in message and "restarted" in message
+
+
+def test_a_restart_whose_counters_grew_back_is_refused_by_their_creation_time():
+    before = vllm_scrape({"0": 1000}, {"0": 100})
+    after = vllm_scrape({"0": 5000}, {"0": 900}, created=1.7647e9)  # made again, and grown
+    with pytest.raises(ScrapeError) as refused:
+        measured_hits(before, after)
+    message = str(refused.value)
+    assert 'vllm:prefix_cache_queries_created{engine="0",model_name="llama"}' in message
+    assert "changed between the scrapes (1.7646e+09, then 1.7647e+09)" in message
+    start = "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {}\n"
+    with pytest.raises(ScrapeError, match="process_start_time_seconds changed"):
+        measured_hits(start.format(100) + before, start.format(200) + vllm_scrape(
+            {"0": 5000}, {"0": 900}))  # fmt: skip
+
+
+def test_a_before_scrape_without_the_engines_counters_is_refused():
+    other = "# TYPE up gauge\nup 1\n"
+    with pytest.raises(ScrapeError, match="not in the one before it: scrape the same server"):
+        measured_hits(other, vllm_scrape({"0": 5000}, {"0": 900}))
 
 
 def test_a_series_that_vanished_is_refused_too():
