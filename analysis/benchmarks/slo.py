@@ -39,8 +39,9 @@ class Cell:
     context_tokens: int
     concurrency: int
     result: BenchResult
-    measured_hit_ratio: float | None = None  # what the engine's counters measured, if given
-    predicted_hit_ratio: float | None = None  # kvscope's prediction for the trace, if made
+    # for pages: the hit ratio the engine's counters measured (and over what), kvscope's
+    # prediction, and whether they differ (analysis.benchmarks.prediction.compare)
+    hits: dict = field(default_factory=dict)
 
 
 @dataclass

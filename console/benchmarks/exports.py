@@ -13,7 +13,7 @@ RUN_COLUMNS = (
     "file", "tool", "model", "tiers", "ram_gib", "kv_dtype", "weights_offload",
     "context_tokens", "concurrency", "request_rate", "warm", "completed", "failed",
     *RUN_LATENCIES, "request_throughput", "output_throughput", "total_token_throughput",
-    "duration_s", "host_ram_growth_gib", "measured_hit_ratio", "measured_by",
+    "duration_s", "host_ram_growth_gib", "measured_hit_ratio", "measured_by", "measured_of",
     "predicted_hit_ratio", "replay_export", "driver",
     "cuda", "engine", "model_revision", "tokenizer", "numa_binding", "uploaded_at",
 )  # fmt: skip

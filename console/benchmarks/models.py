@@ -86,6 +86,9 @@ class BenchRun(models.Model):
     # there is none (no export named, still computing, or what went wrong)
     predicted = models.JSONField(default=dict, blank=True)
     prediction_note = models.TextField(blank=True)
+    # the last change of the row (a prediction arrives after the run is stored): the
+    # matrix's cached figures are keyed by it
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         app_label = "console"

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from analysis import BlockStream
 from analysis.benchmarks.prediction import RunConfig, compare, predict_run
@@ -57,8 +60,11 @@ def queue_prediction(run: BenchRun) -> None:
         return
 
     def send() -> None:
-        if settings.CELERY_TASK_ALWAYS_EAGER:  # no broker: here and now
-            run_predict(run.pk)
+        if settings.CELERY_TASK_ALWAYS_EAGER:  # no broker: here, or beside the request
+            if settings.KVSCOPE_EAGER_IN_THREAD:
+                threading.Thread(target=_predict_in_thread, args=(run.pk,), daemon=True).start()
+            else:
+                _predict_here(run.pk)
             return
         try:
             task_named(PREDICT_TASK).apply_async((run.pk,))
@@ -69,6 +75,22 @@ def queue_prediction(run: BenchRun) -> None:
                 "upload the run again once it is back.")  # fmt: skip
 
     transaction.on_commit(send)
+
+
+def _predict_here(run_id: int) -> None:
+    """In the request (no broker): a failure is on the run (run_predict's note), never a
+    500 for an upload that is stored already."""
+    try:
+        run_predict(run_id)
+    except Exception:
+        log.exception("the prediction of run %s failed", run_id)
+
+
+def _predict_in_thread(run_id: int) -> None:
+    try:
+        _predict_here(run_id)
+    finally:
+        connection.close()  # this thread's own database connection
 
 
 def run_predict(run_id: int) -> None:
@@ -85,11 +107,14 @@ def run_predict(run_id: int) -> None:
         log.exception("the prediction of run %s failed", run_id)
         _no_prediction(run_id, f"internal error: {type(exc).__name__}: {exc}")
         raise
-    BenchRun.objects.filter(pk=run_id).update(predicted=predicted, prediction_note="")
+    BenchRun.objects.filter(pk=run_id).update(predicted=predicted, prediction_note="",
+                                              updated_at=timezone.now())  # fmt: skip
 
 
 def _no_prediction(run_id: int, why: str) -> None:
-    BenchRun.objects.filter(pk=run_id).update(predicted={}, prediction_note=f"No prediction: {why}")
+    BenchRun.objects.filter(pk=run_id).update(
+        predicted={}, prediction_note=f"No prediction: {why}", updated_at=timezone.now()
+    )
 
 
 def _predict(run: BenchRun, export: ReplayExport):
@@ -105,8 +130,21 @@ def _predict(run: BenchRun, export: ReplayExport):
                        replicas=run.replicas, router=run.router, warm=run.warm)  # fmt: skip
     workdir = Path(settings.FILE_UPLOAD_TEMP_DIR)  # the installation's own, purged if left
     workdir.mkdir(parents=True, exist_ok=True)
-    return predict_run(replay_lines(stream, options), export.block_tokens, config, params,
-                       settings.KVSCOPE_HASH_KEY, workdir=workdir)  # fmt: skip
+    digest = hashlib.sha256()
+    prediction = predict_run(_hashed(replay_lines(stream, options), digest),
+                             export.block_tokens, config, params,
+                             settings.KVSCOPE_HASH_KEY, workdir=workdir)  # fmt: skip
+    if digest.hexdigest() != export.sha256:  # the stream changed since it was downloaded
+        raise ValueError(f"the upload no longer gives export x{export.pk}'s trace (its "
+                         "SHA-256 differs from the file downloaded)")  # fmt: skip
+    return prediction
+
+
+def _hashed(lines: Iterator[bytes], digest) -> Iterator[bytes]:
+    """The lines, each also fed to `digest` (the file's SHA-256 as it was downloaded)."""
+    for line in lines:
+        digest.update(line)
+        yield line
 
 
 def _upload_params(upload: Upload, block_tokens: int):

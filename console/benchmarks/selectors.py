@@ -1,6 +1,6 @@
 """What the benchmarks pages read: the matrix of a model's runs against an SLO and the
-runs side by side, each with its figures, computed once per set of stored runs (runs are
-only ever added) and cached (console.caching)."""
+runs side by side, each with its figures, computed once per state of the stored runs (a
+run added, or changed: its prediction arrives later) and cached (console.caching)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ CHARTS_VERSION = 3  # 2: the console's palette, 1-2-5 ticks on the concurrency a
 def _runs_version(model_name: str) -> tuple:
     """What tells one set of a model's runs from another: how many, and the newest."""
     runs = BenchRun.objects.filter(model_name=model_name)
-    state = runs.aggregate(count=Count("pk"), newest=Max("pk"), at=Max("created_at"))
+    state = runs.aggregate(count=Count("pk"), newest=Max("pk"), at=Max("updated_at"))
     return (CHARTS_VERSION, model_name, state["count"], state["newest"], state["at"])
 
 

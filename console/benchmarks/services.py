@@ -11,7 +11,7 @@ from django.db import transaction
 
 from analysis.benchmarks.comparison import Run, Schedule, SideBySide, side_by_side
 from analysis.benchmarks.files import parse_result
-from analysis.benchmarks.prediction import differs
+from analysis.benchmarks.prediction import compare
 from analysis.benchmarks.results import BenchResult, ResultFileError, result_to_json
 from analysis.benchmarks.scrapes import ScrapeError, measured_hits, parse_scrape
 from analysis.benchmarks.slo import Cell, Slo, degradation_boundary, matrix_axes
@@ -150,14 +150,13 @@ def request_rates(model_name: str) -> list[float | None]:
 def cells_for(model_name: str, rate: float | str | None = EVERY_RATE) -> list[Cell]:
     """Every run of a model (at one request rate, if given); a warm run (cache filled
     first) is its own row beside the cold one, so cold and warm compare side by side."""
-    runs = BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
+    runs = BenchRun.objects.filter(model_name=model_name).defer("raw", "topology", "scrapes")
     if rate != EVERY_RATE:
         runs = runs.filter(request_rate__isnull=True) if rate is None else runs.filter(
             request_rate=rate)  # fmt: skip
     return [
         Cell(run.tier_label + (" · warm" if run.warm else ""), run.context_tokens,
-             run.concurrency, run.result, run.measured.get("hit_ratio"),
-             run.predicted.get("hit_ratio"))
+             run.concurrency, run.result, _hits(run))
         for run in runs
     ]  # fmt: skip
 
@@ -176,9 +175,7 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
         # several runs of one cell: show the worst, as the boundary counts it
         if shown is None or (misses and not shown["misses"]):
             tier["cells"][key] = {"result": cell.result, "misses": misses, "runs": runs,
-                                  "measured": cell.measured_hit_ratio,
-                                  "predicted": cell.predicted_hit_ratio,
-                                  "differs": _differs(cell)}  # fmt: skip
+                                  **cell.hits}  # fmt: skip
         else:
             shown["runs"] = runs
     contexts, concurrencies = matrix_axes(cells)
@@ -190,11 +187,16 @@ def matrix(model_name: str, slo: Slo, rate: float | str | None = EVERY_RATE) -> 
     return {"tiers": tiers, "contexts": contexts, "concurrencies": concurrencies}
 
 
-def _differs(cell: Cell) -> bool | None:
-    """Whether the run's prediction and measurement differ (None: one is missing)."""
-    if cell.measured_hit_ratio is None or cell.predicted_hit_ratio is None:
-        return None
-    return differs(cell.predicted_hit_ratio, cell.measured_hit_ratio)
+def _hits(run: BenchRun) -> dict:
+    """What a cell shows of its run's hit ratios: the measured one and what it counts, the
+    predicted one, and whether they differ (None: not both, or not comparable)."""
+    versus = compare(run.predicted, run.measured) if run.predicted and run.measured else None
+    return {
+        "measured": run.measured.get("hit_ratio"),
+        "measured_of": run.measured.get("of_what", ""),
+        "predicted": run.predicted.get("hit_ratio"),
+        "differs": versus["differs"] if versus and versus["comparable"] else None,
+    }
 
 
 def comparisons(model_name: str) -> list[SideBySide]:
@@ -202,14 +204,15 @@ def comparisons(model_name: str) -> list[SideBySide]:
     return side_by_side(
         (Schedule(run.context_tokens, run.concurrency, run.request_rate),
          Run(run.tier_label, run.offload, run.warm, run.result, name=run.name))
-        for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology")
+        for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology",
+                                                                         "scrapes")
     )  # fmt: skip
 
 
 def runs_table(model_name: str) -> list[dict]:
     """Every run of a model as the CSV download writes it (tags, then the numbers)."""
     rows = []
-    for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology"):
+    for run in BenchRun.objects.filter(model_name=model_name).defer("raw", "topology", "scrapes"):
         result = run.result
         latencies = {f"{key}_ms": value for key, value in result.latencies_ms.items()}
         rows.append({
@@ -222,6 +225,7 @@ def runs_table(model_name: str) -> list[dict]:
             "host_ram_growth_gib": result.ram_growth_gib,
             "measured_hit_ratio": run.measured.get("hit_ratio"),
             "measured_by": run.measured.get("label", ""),
+            "measured_of": run.measured.get("of_what", ""),
             "predicted_hit_ratio": run.predicted.get("hit_ratio"),
             "replay_export": run.replay_export_id, **run.versions,
             "numa_binding": run.numa_binding, "uploaded_at": moment_text(run.created_at),

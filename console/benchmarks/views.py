@@ -109,8 +109,7 @@ def benchmark_run_raw(request: HttpRequest, pk: int) -> HttpResponse:
 @reader_required
 def benchmark_run(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: its tags and numbers, its file, and (for analysts) rename and delete."""
-    run = get_object_or_404(
-        BenchRun.objects.select_related("created_by", "replay_export__upload"), pk=pk
-    )
+    runs = BenchRun.objects.select_related("created_by", "replay_export__upload")
+    run = get_object_or_404(runs.defer("scrapes"), pk=pk)  # (the scrapes' text: not shown)
     return render(request, "benchmarks/run.html", {
         "run": run, "result": run.result, "versus": comparison(run)})  # fmt: skip

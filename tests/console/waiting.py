@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import models
 
-from console.models import Analysis, JobStatus, Upload, stalled_q
+from console.benchmarks.predictions import PENDING as PREDICTION_PENDING
+from console.models import Analysis, BenchRun, JobStatus, Upload, stalled_q
 
 BROKER_MODE = not settings.CELERY_TASK_ALWAYS_EAGER
 T = TypeVar("T")
@@ -48,9 +49,10 @@ def settled() -> bool:
 
 def worker_idle() -> bool:
     """No job is in a real worker's hands. The rows say so at once when nothing is queued
-    or running; rows that look busy may be a test's own (set by hand, or left by a worker
-    it killed), so then the workers themselves are asked, and the broker's queue."""
-    busy_rows = any(
+    or running (uploads, analyses, a run's prediction); rows that look busy may be a test's
+    own (set by hand, or left by a worker it killed), so then the broker's queue and the
+    workers themselves are asked."""
+    busy_rows = BenchRun.objects.filter(prediction_note=PREDICTION_PENDING).exists() or any(
         model.objects.filter(status=JobStatus.PENDING).exists()
         or model.objects.filter(status=JobStatus.RUNNING).exclude(stalled_q()).exists()
         for model in (Upload, Analysis)
@@ -59,20 +61,23 @@ def worker_idle() -> bool:
 
 
 def _worker_busy() -> bool:
-    """A worker runs or holds a task, or one waits in the default queue. A broker that is
-    away (a test stopped its own) has nothing in flight for this test."""
+    """A task waits in the default queue, or a worker runs or holds one. A worker too busy
+    to answer in time counts as busy (asked again); a broker that is away (a test stopped
+    its own) has nothing in flight for this test."""
     from console.celery import app
 
     try:
-        inspect = app.control.inspect(timeout=0.5)
-        if any((inspect.active() or {}).values()) or any((inspect.reserved() or {}).values()):
-            return True
         with app.connection_for_read() as connection:
             queue = app.conf.task_default_queue
-            waiting = connection.default_channel.queue_declare(queue=queue, passive=True)
-            return bool(waiting.message_count)
+            if connection.default_channel.queue_declare(queue=queue, passive=True).message_count:
+                return True
+        inspect = app.control.inspect(timeout=1.0)
+        active, reserved = inspect.active(), inspect.reserved()
     except Exception:
         return False
+    if active is None or reserved is None:  # no answer in time
+        return True
+    return any(active.values()) or any(reserved.values())
 
 
 def until_worker_idle(timeout: float) -> bool:

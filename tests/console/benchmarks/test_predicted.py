@@ -10,7 +10,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from console.benchmarks.predictions import PENDING
+from console.benchmarks.predictions import PENDING, run_predict
 from console.models import FINISHED, AuditEvent, BenchRun, ReplayExport, Upload
 from console.uploads.services import upload_create
 from tests.analysis.test_scrapes import vllm_scrape
@@ -143,3 +143,47 @@ def test_a_run_keeps_its_prediction_when_the_export_goes_with_its_upload(client,
     text = page.content.decode()
     assert "a replay export since deleted with its upload" in text
     assert "<strong data-predicted-ratio>25.0 %</strong>" in text
+
+
+def test_the_matrix_shows_a_prediction_that_arrives_after_it_was_drawn(client, export):
+    run = run_with(client, export, hits=1024, ram_gib=2 * BLOCK_GIB)
+    # as on a real worker: the run stored, its prediction not there yet
+    BenchRun.objects.filter(pk=run.pk).update(predicted={}, prediction_note=PENDING)
+    url = reverse("evidence_matrix")
+    before = client.get(url, {"model": run.model_name}).content.decode()
+    assert "predicted" not in before.split('class="grid matrix"')[1].split("</table>")[0]
+    run_predict(run.pk)  # the task ends
+    after = client.get(url, {"model": run.model_name}).content.decode()
+    assert "25.0 % predicted" in after  # not the figures cached before it
+
+
+def test_a_trace_that_is_no_longer_the_downloaded_one_is_not_predicted(client, export):
+    ReplayExport.objects.filter(pk=export.pk).update(sha256="0" * 64)  # as if it changed
+    data = {**BENCH_TAGS, "tier": "ram", "ram_gib": "1", "replay_export": export.pk,
+            "files": [vllm_file("c32.json", max_concurrency=32)]}  # fmt: skip
+    assert client.post(reverse("evidence_list"), data).status_code == 302
+    run = BenchRun.objects.get(name="c32.json")
+    assert run.predicted == {}
+    assert run.prediction_note == (f"No prediction: the upload no longer gives export "
+                                   f"x{export.pk}'s trace (its SHA-256 differs from the file "
+                                   "downloaded)")  # fmt: skip
+
+
+def test_an_lmcache_servers_lookups_are_shown_but_not_compared(client, export):
+    def page(requested: int, hit: int) -> str:
+        return ("# TYPE lmcache_mp_lookup_requested_tokens counter\n"
+                f"lmcache_mp_lookup_requested_tokens_total {requested}\n"
+                "# TYPE lmcache_mp_lookup_hit_tokens counter\n"
+                f"lmcache_mp_lookup_hit_tokens_total {hit}\n")  # fmt: skip
+
+    data = {**BENCH_TAGS, "tier": "ram", "ram_gib": str(2 * BLOCK_GIB), "replay_export": export.pk,
+            "files": [vllm_file("c2.json", max_concurrency=2)],
+            "scrape_before": page(0, 0), "scrape_after": page(2048, 1536)}  # fmt: skip
+    assert client.post(reverse("evidence_list"), data).status_code == 302
+    run = BenchRun.objects.get()
+    assert run.measured["hit_ratio"] == 0.75 and run.predicted["hit_ratio"] == 0.25
+    run_page = client.get(reverse("evidence_run", args=[run.pk])).content.decode()
+    assert "LMCache server counts tokens looked up in LMCache, not every prompt token" in run_page
+    assert "data-versus" not in run_page
+    matrix = client.get(reverse("evidence_matrix"), {"model": run.model_name}).content.decode()
+    assert "75.0 % of tokens looked up in LMCache hit" in matrix and "⚠" not in matrix
