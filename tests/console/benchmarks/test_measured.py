@@ -107,3 +107,14 @@ def test_each_scrape_is_checked_on_its_own_field(client, analyst):
     several = upload(client, analyst, files=two, scrape_before=BEFORE, scrape_after=AFTER)
     assert "Scrapes measure one run" in errors_of(several)["files"][0]
     assert not BenchRun.objects.exists()
+
+
+def test_every_field_of_the_upload_form_is_in_one_of_its_fieldsets(client, analyst):
+    from console.benchmarks.forms import BenchUploadForm
+
+    assert client.login(username=analyst.username, password=PASSWORD)
+    page = client.get(reverse("evidence_list")).content.decode()
+    form = page.split('<details id="upload"')[1].split("</form>")[0]
+    for name in BenchUploadForm.base_fields:
+        assert form.count(f'id="id_{name}"') == 1, name
+    assert form.count("<fieldset") >= 4
