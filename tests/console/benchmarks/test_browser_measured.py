@@ -5,6 +5,8 @@ replayed, on the run's row, its page and the matrix."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -18,6 +20,8 @@ from tests.console.browser_fixtures import sign_in
 from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# where the pictures go: the README names this folder (as the planner's and reviewer's)
+SCREENSHOTS = Path(os.environ.get("KVSCOPE_SCREENSHOTS", Path(__file__).parents[3] / "screenshots"))
 chromium = browser_fixtures.chromium
 browser_page = browser_fixtures.browser_page
 
@@ -99,9 +103,12 @@ def test_a_replay_of_an_export_shows_predicted_beside_measured(browser_page, ana
     expect(page.locator("[data-measured]")).to_have_text("34.2 %")
     expect(page.locator("[data-predicted]")).to_have_text("25.0 % (+9.2 points ⚠)")
 
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / "evidence-runs.png", full_page=True)
     page.locator("[data-run-link]").click()
     expect(page.locator("[data-predicted-ratio]")).to_have_text("25.0 %")
     expect(page.locator("[data-versus-row=all]")).to_contain_text("+9.2 points ⚠ more than 3")
+    page.screenshot(path=SCREENSHOTS / "evidence-run-predicted.png", full_page=True)
     page.goto(f"/evidence/matrix/?model={BenchRun.objects.get().model_name}")
     expect(page.locator("td.cell [data-predicted]")).to_have_text("25.0 % predicted ⚠ differs")
     expect(page.locator("td.cell [data-measured]")).to_have_text("hit ratio 34.2 % measured")
