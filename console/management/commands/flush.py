@@ -105,6 +105,8 @@ class Command(flush.Command):
             except Exception as exc:
                 if attempt == FLUSH_ATTEMPTS or not _deadlocked(exc):
                     raise
+                self.stderr.write(f"The flush lost a deadlock with another session; trying "
+                                  f"again ({attempt + 1} of {FLUSH_ATTEMPTS}).")  # fmt: skip
                 time.sleep(0.2 * attempt)
         tables = connection.introspection.django_table_names(only_existing=True)
         if tables and not options.get("inhibit_post_migrate", False):
