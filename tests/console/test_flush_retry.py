@@ -51,7 +51,10 @@ def test_a_flush_that_loses_a_deadlock_tries_again(analyst):
 
     def flush() -> None:
         try:
-            call_command("flush", interactive=False, stderr=said, verbosity=0)
+            # as pytest-django calls it: ids go on (the data folder a real worker shares
+            # across tests holds the earlier uploads' folders, by id)
+            call_command("flush", interactive=False, stderr=said, verbosity=0,
+                         reset_sequences=False)  # fmt: skip
         except Exception as exc:  # (said by the assertion below)
             failed.append(exc)
         finally:
