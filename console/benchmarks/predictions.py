@@ -26,8 +26,6 @@ from console.models import Analysis, JobStatus, Upload
 log = logging.getLogger(__name__)
 PREDICT_TASK = "kvscope.predict_run"
 PENDING = "Computing kvscope's prediction for the trace this run replayed…"
-NO_EXPORT = ("Name the replay export this run replayed (on the upload form) and kvscope "
-             "predicts its hit ratio for exactly that trace.")  # fmt: skip
 
 
 def export_record(upload: Upload, stream: BlockStream, options: ReplayOptions,
