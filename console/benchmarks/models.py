@@ -38,7 +38,7 @@ class ReplayExport(models.Model):
         ]
 
     def __str__(self) -> str:
-        return (f"export #{self.pk} of “{self.upload.name}” · {self.block_tokens}-token "
+        return (f"export x{self.pk} of “{self.upload.name}” · {self.block_tokens}-token "
                 f"blocks · {self.requests:,} requests · sha256 {self.sha256[:12]}…")  # fmt: skip
 
     @property

@@ -69,6 +69,8 @@ def test_a_run_is_predicted_for_its_trace_and_a_matching_measurement_differs_by_
     assert run.measured["hit_ratio"] == 0.25 and run.prediction_note == ""
     page = client.get(reverse("evidence_run", args=[run.pk])).content.decode()
     assert "kvscope predicts <strong data-predicted-ratio>25.0 %</strong>" in page
+    # the GPU cache left blank (the form's default): said as none, not "0 GiB"
+    assert "with no GPU prefix cache and 0.125 GiB of RAM per replica" in page
     assert f'replay export <a href="/uploads/{export.upload_id}/replay/">x{export.pk}</a>' in page
     row = page.split('data-versus-row="all">')[1].split("</tr>")[0]
     assert row == ('<td>All tiers</td><td class="num">25.0 %</td><td class="num">25.0 %</td>'
