@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from analysis.budgets import ServingShape
 from analysis.profiles import DEFAULT_PROFILE, KVProfile, preset
-from analysis.reuse import SCOPES
 
+# who may reuse whose blocks: anyone, a tenant's requests, one user's (metrics.md)
+SCOPES = ("global", "tenant", "user")
 DEFAULT_WINDOWS = (300.0, 3600.0, 86400.0)
 _MAX_SECONDS = 1e11  # ~3,000 years: past it a window is meaningless and overflows microseconds
 # what else must live in host RAM beside the reusable blocks, by name

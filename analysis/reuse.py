@@ -10,7 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-SCOPES = ("global", "tenant", "user")
+from analysis.params import SCOPES
+
 NO_REF = -1
 
 

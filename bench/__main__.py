@@ -11,6 +11,8 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench trace --requests 500000 [--kvsim PATH] [--workdir DIR]
   chat        chat log, manage.py analyze whole process, vs the read+parse+tokenize floor
               python -m bench chat --requests 20000 [--naive] [--workdir DIR]
+  small       a small trace, manage.py analyze whole process vs llmtrafficlens, in turn
+              python -m bench small [--trace FILE] [--ltl PATH] [--runs 5]
   reanalyze   new scope and lifetime on a stored block stream: load, then analyze
               python -m bench reanalyze --requests 500000 [--workdir DIR]
   replay      replay-trace page summary and whole export from a stored block stream
@@ -79,6 +81,10 @@ def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", type=int, default=20_000)
     p.add_argument("--naive", action="store_true", help="also time tokenizing every message")
     p.add_argument("--workdir")
+    p = sub.add_parser("small", help="a small trace, whole process, vs llmtrafficlens")
+    p.add_argument("--trace", default=None, help="a Mooncake-format trace (default: shared)")
+    p.add_argument("--ltl", default=None, help="the llmtrafficlens executable")
+    p.add_argument("--runs", type=int, default=5)
     p = sub.add_parser("parallel", help="split ingest in worker processes vs one process")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
@@ -147,6 +153,7 @@ _ANALYSES = (
     "trace",
     "chat",
     "agent",
+    "small",
     "reanalyze",
     "replay",
     "fleet",
@@ -186,6 +193,10 @@ def _run_analysis(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import end_to_end
 
             end_to_end.run_chat(args.requests, args.naive, args.workdir, timer, agent=True)
+        case "small":
+            from bench import startup
+
+            startup.run(args.trace, args.ltl, args.runs)
         case "reanalyze":
             from bench import stored_stream
 

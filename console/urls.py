@@ -5,11 +5,9 @@ from django.urls import path
 from console import health, housekeeping_urls
 from console.benchmarks import views as benchmark_views
 from console.glossary_page import glossary_view
-from console.policies import audit_views, drift_views, pack_views
-from console.policies import views as policy_views
+from console.policies import audit_views, drift_views, pack_views, views as policy_views
 from console.signin import ThrottledAuthenticationForm
-from console.uploads import comparison, planner_views
-from console.uploads import views as upload_views
+from console.uploads import comparison, planner_views, views as upload_views
 
 urlpatterns = [
     path("", upload_views.home, name="home"),

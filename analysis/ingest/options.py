@@ -13,6 +13,11 @@ DEFAULT_BLOCK_TOKENS = {"chat": 256, "csv": 256, "mooncake": TRACE_BLOCK_TOKENS,
 STREAM_KIND = {"chat": "chat", "csv": "chat", "mooncake": "mooncake", "bailian": "mooncake"}
 FORMATS = ("auto", *DEFAULT_BLOCK_TOKENS)
 
+# A plain log this big or bigger is read in parts by worker processes (processes.py);
+# below, whole by one: the parts' merge and the texts they share (tokenized once per part)
+# cost more than a second core wins back on a small log.
+SPLIT_BYTES = 64 << 20
+
 
 @dataclass(frozen=True)
 class IngestOptions:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -15,39 +14,11 @@ import orjson
 from analysis.errors import TooManyBadLines, UnusableInput
 from analysis.ingest.merge import merge_parts
 from analysis.ingest.options import IngestOptions
+from analysis.ingest.part_files import PART_NOTE, PartResult
 from analysis.ingest.run import ingest_streams, ingest_to_folders
-from analysis.readers import GZIP_MAGIC, ByteRange, TraceFit, sniff_format, split_lines
+from analysis.ingest.split import plan_parts
+from analysis.readers import ByteRange
 from analysis.stream import BlockStream
-
-PART_NOTE = "part-note.json"  # in a part's folder: why the part had no usable line
-
-
-@dataclass
-class PartResult:
-    """One part of a split ingest: its block streams by block size (the main size first
-    when it was read in this process), or why it had none."""
-
-    streams: dict[int, BlockStream] = field(default_factory=dict)
-    unusable: UnusableInput | None = None
-
-
-def splittable(path: str | Path, log_format: str = "auto") -> bool:
-    """Whether a log may be split into line-aligned byte ranges, read part by part: a plain
-    (not gzip) file whose requests are its lines. A gateway CSV row may span lines (a
-    quoted cell holding newlines) and a Bailian trace's sessions chain its lines: those
-    are read whole, as asked for or (auto) as their first line says."""
-    if log_format in ("csv", "bailian"):
-        return False
-    with open(path, "rb") as fh:
-        if fh.read(2) == GZIP_MAGIC:
-            return False
-    return log_format != "auto" or sniff_format(path) is None
-
-
-def plan_parts(path: str | Path, parts: int) -> list[ByteRange]:
-    """The byte ranges of a plain (not gzip) log, line-aligned, for `parts` parts (fewer
-    when the log is short)."""
-    return split_lines(path, parts)
 
 
 def ingest_part(
@@ -66,16 +37,17 @@ def ingest_part(
 def ingest_part_to_folder(
     paths: Sequence[str | Path],
     options: IngestOptions,
-    byte_range: ByteRange,
+    byte_range: ByteRange | None,
     folder: str | Path,
     names: Sequence[str] | None = None,
-) -> None:
+) -> list[int]:
     """One part, written to `folder` for load_part: its streams in b<size>/ (spilled as
-    they grow, see ingest_to_folders), or PART_NOTE when it had no usable line. Any other
-    error is raised: the runner says the part failed."""
+    they grow, see ingest_to_folders), or PART_NOTE when it had no usable line. Returns
+    the block sizes written, the main one first (none for a PART_NOTE). Any other error
+    is raised: the runner says the part failed."""
     folder = Path(folder)
     try:
-        ingest_to_folders(paths, options, folder, byte_range=byte_range, names=names)
+        return list(ingest_to_folders(paths, options, folder, byte_range=byte_range, names=names))
     except UnusableInput as exc:
         # the advice as data too: the merge words it once for all the parts
         note = {"reason": str(exc), "errors": exc.errors, "skipped_lines": exc.skipped_lines,
@@ -86,24 +58,7 @@ def ingest_part_to_folder(
         tmp = folder / f".{PART_NOTE}"
         tmp.write_bytes(orjson.dumps(note))
         os.replace(tmp, folder / PART_NOTE)
-
-
-def load_part(folder: str | Path) -> PartResult | None:
-    """What ingest_part_to_folder left in `folder`; None when it left nothing (the part
-    never ran, or did not finish)."""
-    folder = Path(folder)
-    note_file = folder / PART_NOTE
-    if note_file.exists():
-        note = orjson.loads(note_file.read_bytes())
-        kind = TooManyBadLines if note.get("budget") else UnusableInput
-        return PartResult(unusable=kind(note["reason"], note["errors"], note["skipped_lines"],
-                                        advice=note.get("advice", ""),
-                                        fit=TraceFit.from_dict(note.get("fit")),
-                                        requests=note.get("requests", 0)))  # fmt: skip
-    streams = sorted(folder.glob("b*")) if folder.is_dir() else []
-    if not streams:
-        return None
-    return PartResult({int(sub.name[1:]): BlockStream.load(sub) for sub in streams})
+        return []
 
 
 def merge_part_results(

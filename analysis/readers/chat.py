@@ -10,8 +10,7 @@ from analysis.readers.fields import as_str, first, tenant_and_user, token_count
 from analysis.readers.messages import Findings, read_messages, system_message
 from analysis.readers.records import ChatRequest, Message
 from analysis.readers.render import place_tools
-from analysis.readers.responses import SHAPE as RESPONSES_SHAPE
-from analysis.readers.responses import responses_messages
+from analysis.readers.responses import SHAPE as RESPONSES_SHAPE, responses_messages
 from analysis.readers.usage import Usage, reported_usage
 from analysis.timestamps import NO_ZONE_NOTE, check_plausible, now_us, parse_timestamp
 

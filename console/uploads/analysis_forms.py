@@ -9,10 +9,22 @@ import math
 from django import forms
 
 from analysis.budgets import WEIGHT_DTYPE_BYTES, ServingShape
-from analysis.params import DEFAULTS, MAX_REPLICAS, MAX_STORE_THRESHOLD, ROUTERS, FleetParams
-from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError, preset
-from analysis.profiles import profile_from_config as parse_model_config
-from analysis.reuse import SCOPES
+from analysis.params import (
+    DEFAULTS,
+    MAX_REPLICAS,
+    MAX_STORE_THRESHOLD,
+    ROUTERS,
+    SCOPES,
+    FleetParams,
+)
+from analysis.profiles import (
+    DEFAULT_PROFILE,
+    DTYPE_BYTES,
+    PRESETS,
+    ProfileError,
+    preset,
+    profile_from_config as parse_model_config,
+)
 from console.format import gib
 from console.percent_fields import PercentField, percentage, share
 from console.uploads.fleet_words import ROUTER_NAMES, ROUTER_WHAT

@@ -8,8 +8,7 @@ from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from analysis import BlockStream
-from analysis.replay import ReplayOptions, ReplaySummary
-from analysis.replay import summary as replay_summary
+from analysis.replay import ReplayOptions, ReplaySummary, summary as replay_summary
 from analysis.stream import stream_meta
 from console.caching import computed_once
 from console.models import Analysis, JobStatus, Upload

@@ -11,8 +11,7 @@ import os
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis import IngestOptions, UnusableInput, ingest
 from analysis.errors import ErrorLog, LineError

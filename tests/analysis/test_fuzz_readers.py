@@ -10,8 +10,7 @@ import io
 import os
 
 import orjson
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis import IngestOptions, UnusableInput, ingest
 from analysis.errors import ErrorLog, LineError

@@ -21,8 +21,7 @@ from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, inge
 from analysis.ingest import splittable
 from analysis.readers import ByteRange, ReadLimits
 from analysis.stream import ROLE_TOOLS
-from tests.golden.cases import CASES
-from tests.golden.cases import HASH_KEY as GOLDEN_KEY
+from tests.golden.cases import CASES, HASH_KEY as GOLDEN_KEY
 
 KEY = b"test-secret-0123456789"
 T0 = calendar.timegm((2024, 5, 1, 10, 0, 0))  # 2024-05-01T10:00:00Z in epoch seconds

@@ -6,8 +6,7 @@ a brute-force LRU cache run request by request, and the shared Mooncake trace.""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from analysis import IngestOptions, ingest
 from analysis.mrc import hit_tokens_by_capacity, request_starts, stack_distances

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest
 from analysis.mrc import hit_tokens_by_capacity, stack_distances

@@ -17,9 +17,11 @@ from __future__ import annotations
 import pytest
 
 from analysis import AnalysisParams, analyze
-from tests.analysis.factories import SHARED_DOCUMENT as DOCUMENT
-from tests.analysis.factories import TENANT_QUESTIONS as QUESTIONS
-from tests.analysis.factories import two_tenant_rows
+from tests.analysis.factories import (
+    SHARED_DOCUMENT as DOCUMENT,
+    TENANT_QUESTIONS as QUESTIONS,
+    two_tenant_rows,
+)
 
 BLOCK = 4
 WINDOW = 60

@@ -18,8 +18,15 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.db import OperationalError, models
-from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
-from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import (
+    Browser,
+    Error as PlaywrightError,
+    Page,
+    Request,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from tests.console.factories import PASSWORD
 

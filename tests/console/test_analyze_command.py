@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -10,9 +14,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
+from analysis.ingest import processes
 from analysis.params import FleetParams
 from tests.analysis.factories import as_gateway_csv
 
+ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {
     "requests",
     "prompt_tokens",
@@ -264,3 +270,66 @@ def test_the_knee_gain_from_the_command_line(chat_log, tmp_path):
     assert point["hit_ratio"] == report["knee"]["hit_ratio"] <= report["recommendation"]["ceiling"]
     with pytest.raises(CommandError, match="knee gain"):
         _run(chat_log, "--json", tmp_path / "bad.json", "--knee-gain", "2")
+
+
+def _manage(*args, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python manage.py ARGS` in a fresh interpreter, as a user runs it."""
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+
+
+def test_the_command_line_imports_only_what_the_command_needs():
+    # --help: the settings and the options, not the app registry, Celery or the kernels
+    result = _manage("-X", "importtime", "manage.py", "analyze", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--logged-ram-gib" in result.stdout
+    lines = result.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if "|" in line}
+    assert "console.engine" in imported  # the scan really read the import list
+    heavy = {"numba", "pyarrow", "celery", "console.models", "django.contrib.auth.models"}
+    assert sorted(imported & heavy) == []
+
+
+def test_the_command_line_writes_the_report_call_command_does(tmp_path):
+    trace = ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+    result = _manage("manage.py", "analyze", str(trace), "--json", str(tmp_path / "cli.json"))
+    assert result.returncode == 0, result.stderr
+    assert "3993 requests" in result.stderr
+    _run(trace, "--json", tmp_path / "in_process.json")
+    cli = json.loads((tmp_path / "cli.json").read_text())
+    assert cli == json.loads((tmp_path / "in_process.json").read_text())
+    assert cli["requests"] == 3993 and cli["mrc"][-1]["hit_ratio"] > 0.5
+    # a bad input: exit status 1 and the one-line reason, as Django words a CommandError
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    result = _manage("manage.py", "analyze", str(empty), "--json", str(tmp_path / "e.json"))
+    assert result.returncode == 1
+    assert "CommandError: no usable request in empty.jsonl" in result.stderr
+
+
+def test_processes_one_reads_in_this_process_with_the_same_report(tmp_path):
+    trace = ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+    result = _manage(
+        "manage.py", "analyze", str(trace), "--json", str(tmp_path / "one.json"), "--processes", "1"
+    )
+    assert result.returncode == 0, result.stderr
+    _run(trace, "--json", tmp_path / "default.json")
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "default.json").read_bytes()
+    with pytest.raises(CommandError, match="--processes must be at least 1"):
+        _run(trace, "--json", tmp_path / "none.json", "--processes", "0")
+
+
+def test_a_big_plain_log_is_read_in_parts_by_worker_processes(chat_log, tmp_path, monkeypatch):
+    # the split size lowered to the log's own: two real worker processes read a part each
+    monkeypatch.setattr(processes, "SPLIT_BYTES", chat_log.stat().st_size)
+    options = IngestOptions(hash_key=b"k" * 32)
+    assert len(processes.part_ranges([chat_log], options, 2)) == 2
+    _run(chat_log, "--json", tmp_path / "parts.json", "--processes", "2")
+    _run(chat_log, "--json", tmp_path / "one.json", "--processes", "1")
+    parts, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("parts", "one"))
+    # each part tokenizes its own distinct texts: only that count may differ
+    assert parts.pop("ingest_stats") != one.pop("ingest_stats")
+    assert parts == one
+    assert parts["requests"] == 120

@@ -23,6 +23,17 @@ LATE_IMPORTS = {
     "console/apps.py:ConsoleConfig.ready",
     # the WSGI entry point cleans up after a crash once Django is set up, not at import
     "console/wsgi.py:_purge_crash_leftovers",
+    # Celery's app for whoever asks, not at import: a settings-only command needs none
+    "console/__init__.py:__getattr__",
+    # the engine's kernels (numba, pyarrow) once there is work: `analyze --help` needs none
+    "console/management/commands/analyze.py:read_logs",
+    "console/management/commands/analyze.py:Command.handle",
+    # the reading half of the engine in the worker, the merging half in the caller once
+    # it waits for them: the workers start before either is imported (ingest/processes.py)
+    "analysis/ingest/processes.py:_read_part",
+    "analysis/ingest/processes.py:PendingIngest.result",
+    # importing every kernel's module is what a warm-up is for
+    "analysis/metrics/warm.py:warm_kernels",
 }
 
 

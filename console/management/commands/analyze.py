@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
+from analysis import AnalysisParams, IngestOptions, UnusableInput
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, FORMATS
-from analysis.params import DEFAULTS, HOST_RESERVES, ROUTERS, FleetParams
+from analysis.ingest.options import SPLIT_BYTES
+from analysis.params import DEFAULTS, HOST_RESERVES, ROUTERS, SCOPES, FleetParams
 from analysis.profiles import DEFAULT_PROFILE, DTYPE_BYTES, PRESETS, ProfileError
 from analysis.readers import TOOLS_POSITIONS
-from analysis.reuse import SCOPES
 from analysis.tokens import EncodingUnavailable
 from console.engine import analysis_params, ingest_options
+
+if TYPE_CHECKING:
+    from analysis.stream import BlockStream  # pyarrow: not for --help
 
 
 def params_from_options(opts: dict[str, Any]) -> AnalysisParams:
@@ -154,6 +157,15 @@ def add_reading_arguments(parser: CommandParser) -> None:
         action="store_true",
         help="keep the first characters of each segment in the report",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes that read a plain log of "
+        f"{SPLIT_BYTES >> 20} MiB or more, each a line-aligned part (default: the usable "
+        "cores; 1 reads it here, in one pass)",
+    )
 
 
 def add_host_arguments(parser: CommandParser) -> None:
@@ -239,6 +251,24 @@ def add_fleet_arguments(parser: CommandParser) -> None:
     )
 
 
+def read_logs(logs: list[str], processes: int | None, options: IngestOptions) -> BlockStream:
+    """The logs' block stream: a big plain log read in parts by worker processes (one per
+    usable core, or `processes`) while this one loads the analysis kernels (numba's start-up,
+    ~0.4 s); anything else read here, whole."""
+    from analysis.ingest.processes import ingest_in_processes, part_ranges, usable_cores
+
+    ranges = part_ranges(logs, options, processes or usable_cores())
+    if ranges == [None]:
+        from analysis import ingest  # the reading half: the workers import their own
+
+        return ingest(logs, options)
+    from analysis.metrics.warm import warm_kernels
+
+    with ingest_in_processes(logs, options, ranges) as pending:
+        warm_kernels()
+        return pending.result()
+
+
 class Command(BaseCommand):
     help = "Analyze request logs and write the working-set report as JSON."
     requires_system_checks: list = []  # pure computation: no need to check URLs or models
@@ -260,11 +290,17 @@ class Command(BaseCommand):
         for path in opts["logs"]:
             if not Path(path).is_file():
                 raise CommandError(f"{path}: no such file")
+        # the engine's kernels (numba, pyarrow): imported once there is work, not for --help
+        from analysis import analyze
+
+        if opts["processes"] is not None and opts["processes"] < 1:
+            raise CommandError("--processes must be at least 1")
         try:
             params = params_from_options(opts)
             params.validate()
-            stream = ingest(
+            stream = read_logs(
                 opts["logs"],
+                opts["processes"],
                 ingest_options(
                     format=opts["format"],
                     block_tokens=opts["block_tokens"],

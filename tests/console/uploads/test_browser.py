@@ -16,8 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Error as PlaywrightError, Page, expect
 
 from analysis import IngestOptions, analyze, ingest
 from bench.generate import chat_requests, write_jsonl

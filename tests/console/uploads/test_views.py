@@ -15,8 +15,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from analysis import BlockStream, analyze
-from analysis import ingest as ingest_engine
+from analysis import BlockStream, analyze, ingest as ingest_engine
 from console.engine import analysis_params, ingest_options
 from console.models import Analysis, ReplayExport, Upload
 from console.staticfinders import STATIC_PATH

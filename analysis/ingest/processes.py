@@ -1,0 +1,109 @@
+"""Ingest in worker processes while the caller goes on: a big plain log in line-aligned
+parts, one per process, merged into exactly the stream one pass makes (merge.py). The
+caller is free meanwhile: `manage.py analyze` loads the analysis kernels then
+(metrics/warm.py). A small log, a gzip or several logs are read whole by the caller:
+a worker's start-up and the parts' merge would cost more than a core wins back.
+
+Parts are written to a temporary folder (as a Celery part task writes them), so memory
+follows the log's distinct content, and read back by the caller; the folder is removed
+on the way out, whatever happened. Workers are spawned, not forked (a fork copies the
+thread pools of a caller that has run Arrow or numba, half-made); as multiprocessing
+does, each imports the caller's main module again: a script that calls this starts its
+work under `if __name__ == "__main__":` (manage.py does)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.ingest.options import SPLIT_BYTES, IngestOptions
+from analysis.ingest.split import plan_parts, splittable
+from analysis.readers.lines import ByteRange
+
+if TYPE_CHECKING:
+    from analysis.stream import BlockStream
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its share under a container or taskset)."""
+    return len(os.sched_getaffinity(0))
+
+
+def part_ranges(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    processes: int,
+    split_bytes: int | None = None,
+) -> list[ByteRange | None]:
+    """What each worker process reads: line-aligned parts of one plain log of at least
+    `split_bytes` (default SPLIT_BYTES), or every log whole ([None])."""
+    if processes < 2 or len(paths) != 1:
+        return [None]
+    path = paths[0]
+    if os.path.getsize(path) < (split_bytes or SPLIT_BYTES) or not splittable(path, options.format):
+        return [None]
+    return list(plan_parts(path, processes))
+
+
+@dataclass
+class PendingIngest:
+    """The worker processes' reading, under way."""
+
+    options: IngestOptions
+    folders: list[Path]
+    futures: list[Future[list[int]]]
+
+    def result(self) -> BlockStream:
+        """The block stream of the options' main block size, once every part is read;
+        raises as ingest() does (UnusableInput, TooManyBadLines, a part's own error)."""
+        # the merging half of the engine (Arrow with it): once the workers have started
+        from analysis.ingest.parallel import merge_part_results
+        from analysis.ingest.part_files import load_part
+
+        sizes = [future.result() for future in self.futures]
+        main = [written[0] for written in sizes if written][:1]
+        parts = [part for folder in self.folders if (part := load_part(folder)) is not None]
+        merged = merge_part_results(parts, self.options.max_bad_lines, main or None)
+        return next(iter(merged.values()))
+
+
+def _read_part(
+    paths: list[str | Path],
+    options: IngestOptions,
+    byte_range: ByteRange | None,
+    folder: Path,
+    names: Sequence[str] | None,
+) -> list[int]:
+    """In a worker: one part to its folder (ingest_part_to_folder)."""
+    from analysis.ingest.parallel import ingest_part_to_folder
+
+    return ingest_part_to_folder(paths, options, byte_range, folder, names)
+
+
+@contextmanager
+def ingest_in_processes(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    ranges: Sequence[ByteRange | None],
+    names: Sequence[str] | None = None,
+) -> Iterator[PendingIngest]:
+    """Start reading `paths` in worker processes, one per range of part_ranges; the caller
+    works on, then asks the PendingIngest for the stream."""
+    context = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="kvscope-parts-") as root,
+        ProcessPoolExecutor(len(ranges), mp_context=context) as pool,
+    ):
+        folders = [Path(root) / f"p{i:04d}" for i in range(len(ranges))]
+        futures = [
+            pool.submit(_read_part, list(paths), options, part, folder, names)
+            for part, folder in zip(ranges, folders, strict=True)
+        ]
+        yield PendingIngest(options, folders, futures)
