@@ -103,10 +103,13 @@ def scoped_ids(keys: np.ndarray, salts: np.ndarray) -> tuple[np.ndarray, int]:
 
 @numba.njit(cache=True, nogil=True)
 def _prev_next(ids: np.ndarray, prev: np.ndarray, nxt: np.ndarray, last: np.ndarray) -> None:
+    # prev and nxt come uninitialised: every prev[i] is written, and nxt[i] is -1 until a
+    # later reference to the same id (visited after i) points it there
     for i in range(ids.size):
         k = ids[i]
         p = last[k]
         prev[i] = p
+        nxt[i] = -1
         if p >= 0:
             nxt[p] = i
         last[k] = i
@@ -120,8 +123,8 @@ def index_dtype(n: int) -> type[np.int32] | type[np.int64]:
 def prev_next(ids: np.ndarray, distinct: int) -> tuple[np.ndarray, np.ndarray]:
     """Index of the previous and next reference to the same id (-1 when none)."""
     dtype = index_dtype(ids.size)
-    prev = np.full(ids.size, -1, dtype=dtype)
-    nxt = np.full(ids.size, -1, dtype=dtype)
+    prev = np.empty(ids.size, dtype=dtype)
+    nxt = np.empty(ids.size, dtype=dtype)
     last = np.full(max(distinct, 1), -1, dtype=dtype)
     _prev_next(ids, prev, nxt, last)
     return prev, nxt

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,13 +23,16 @@ from analysis.metrics.curve import (
 )
 from analysis.metrics.curve_steps import curve_steps
 from analysis.metrics.fleet import (
+    FleetInputs,
     ScopedRefs,
     StreamColumns,
+    admission_curve,
     admission_section,
     fleet_inputs,
     fleet_section,
     gpu_block_bytes,
 )
+from analysis.metrics.fleet.curve import RouterCurve
 from analysis.metrics.knee import knee
 from analysis.metrics.logged_cache import has_usage, logged_cache_section
 from analysis.metrics.recommend import per_rank_ram, recommend
@@ -72,6 +76,8 @@ class _Run:
     counted_tokens: int  # the prompt tokens of the counted requests: every ratio's whole
     t_first: int  # us of the first and last request
     t_last: int
+    lifetime_us: int | None  # only reuses within it can hit (None: any)
+    rate: float  # the curve's SHARDS sampling rate (1: exact)
     ref_req: np.ndarray  # request of each block reference
     salts: np.ndarray  # scope salt code of each request
     ids: np.ndarray  # scoped key id of each reference
@@ -89,42 +95,21 @@ def analyze(
     stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
 ) -> Report:
     params.validate()
-    advance = _stepper(progress, len(params.windows_s) + 4)
+    advance = _stepper(progress, len(params.windows_s) + 3)
     run = _scoped_run(stream, params)
     advance()
-
-    windows: list[WindowReport] = []
-    misplaced_by_window: list[np.ndarray] = []
-    for window_s in params.windows_s:
-        window, misplaced = _window_report(run, window_s)
-        windows.append(window)
-        if misplaced is not None:
-            misplaced_by_window.append(misplaced)
+    # Three parts on two cores: the windows' hits and working sets, and the cache that
+    # admits at the second use, in helper threads while this one computes the single cache.
+    # Their kernels release the GIL and none writes what another reads, so the report is the
+    # one computed in turn (the golden tests say so).
+    with ThreadPoolExecutor(max_workers=2) as helpers:
+        pending_windows = helpers.submit(_windows, run)
+        pending_admitted = helpers.submit(_admitted, run)
+        report, curve, distances = _single_cache(run)
+        _add_tiers(report, run, distances, curve, pending_admitted.result())
         advance()
-
-    # the exact LRU curve (SHARDS-sampled past the limit), and with a lifetime only
-    # reuses within it can hit
-    lifetime_us = to_us(params.lifetime_s) if params.lifetime_s is not None else None
-    rate = sampling_rate(stream.block_refs, params)
-    distances = None  # the exact curve's, which the fleet's single-cache tiers reuse
-    if rate < 1.0:
-        curve = sampled_curve(stream, run.salts, run.ref_req, run.reuse, lifetime_us, rate,
-                              run.counted, run.same_session)  # fmt: skip
-    else:
-        distances = stack_distances(run.prev, stream.req_ref_start)
-        curve = exact_curve(distances, stream.ref_tokens, run.reuse, lifetime_us,
-                            run.counted, run.same_session)  # fmt: skip
-    advance()
-    recommendation = recommend(curve, run.counted_tokens, stream.block_tokens, params)
-    slots = recommendation.capacity_slots
-    mrc = curve_points(curve, run.counted_tokens, run.slot_bytes, rate, slots)
-    advance()
-
-    report = _report(run, windows, mrc, rate, recommendation)
-    report.knee = _knee(run, curve, mrc, recommendation)
-    report.curve_steps = curve_steps(curve.total, run.counted_tokens)
-    _add_tiers(report, run, lifetime_us, rate, distances, curve)
-    advance()
+        report.windows, misplaced_by_window = pending_windows.result()
+    recommendation = report.recommendation
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,
                                   params)  # fmt: skip
@@ -144,7 +129,43 @@ def analyze(
         report.top_misplaced = top_misplaced(
             stream, occ, kinds, misplaced_by_window[largest], params
         )
+    advance()
     return report
+
+
+def _single_cache(run: _Run) -> tuple[Report, HitCurve, np.ndarray | None]:
+    """The report of one cache (its windows and tiers still to come), its hit curve, and
+    its stack distances when the curve is exact (the fleet's single-cache tiers reuse
+    them): the exact LRU curve (SHARDS-sampled past the limit; with a lifetime only reuses
+    within it can hit), and the recommendation and knee read off it."""
+    stream, params = run.stream, run.params
+    distances = None
+    if run.rate < 1.0:
+        curve = sampled_curve(stream, run.salts, run.ref_req, run.reuse, run.lifetime_us,
+                              run.rate, run.counted, run.same_session)  # fmt: skip
+    else:
+        distances = stack_distances(run.prev, stream.req_ref_start)
+        curve = exact_curve(distances, stream.ref_tokens, run.reuse, run.lifetime_us,
+                            run.counted, run.same_session)  # fmt: skip
+    recommendation = recommend(curve, run.counted_tokens, stream.block_tokens, params)
+    slots = recommendation.capacity_slots
+    mrc = curve_points(curve, run.counted_tokens, run.slot_bytes, run.rate, slots)
+    report = _report(run, [], mrc, run.rate, recommendation)
+    report.knee = _knee(run, curve, mrc, recommendation)
+    report.curve_steps = curve_steps(curve.total, run.counted_tokens)
+    return report, curve, distances
+
+
+def _windows(run: _Run) -> tuple[list[WindowReport], list[np.ndarray]]:
+    """Every reuse window's report, and (chat logs) each one's misplaced tokens."""
+    windows: list[WindowReport] = []
+    misplaced_by_window: list[np.ndarray] = []
+    for window_s in run.params.windows_s:
+        window, misplaced = _window_report(run, window_s)
+        windows.append(window)
+        if misplaced is not None:
+            misplaced_by_window.append(misplaced)
+    return windows, misplaced_by_window
 
 
 def _knee(run: _Run, curve: HitCurve, mrc: list[dict], rec: Recommendation) -> dict | None:
@@ -157,23 +178,40 @@ def _knee(run: _Run, curve: HitCurve, mrc: list[dict], rec: Recommendation) -> d
     return found
 
 
-def _add_tiers(
-    report: Report,
-    run: _Run,
-    lifetime_us: int | None,
-    rate: float,
-    distances: np.ndarray | None,
-    single: HitCurve,
-) -> None:
-    """The single cache admitting at the second use, and the fleet when one is asked for."""
-    stream, params = run.stream, run.params
+def _tier_inputs(run: _Run, distances: np.ndarray | None) -> FleetInputs:
+    """The fleet's view of the scoped references (with the single cache's own distances
+    when given: a tier that stores at the first reference reuses them)."""
+    stream = run.stream
     columns = StreamColumns(stream.req_ref_start, stream.ref_tokens, stream.req_t_us,
                             stream.req_session, stream.req_prompt_tokens)  # fmt: skip
     refs = ScopedRefs(run.ids, run.distinct, run.ref_req, run.prev, run.reuse, distances)
-    tiers = fleet_inputs(refs, columns, run.warmup_requests, run.counted_tokens, lifetime_us,
-                         rate)  # fmt: skip
-    report.admission = admission_section(tiers, params, stream.block_tokens, run.slot_bytes,
-                                         single, report.recommendation.capacity_slots)  # fmt: skip
+    return fleet_inputs(refs, columns, run.warmup_requests, run.counted_tokens,
+                        run.lifetime_us, run.rate)  # fmt: skip
+
+
+def _admitted(run: _Run) -> tuple[FleetInputs, RouterCurve]:
+    """The single cache admitting at the second use: its curve needs no distances of the
+    single cache's, so it is computed beside them."""
+    inputs = _tier_inputs(run, None)
+    return inputs, admission_curve(inputs)
+
+
+def _add_tiers(
+    report: Report,
+    run: _Run,
+    distances: np.ndarray | None,
+    single: HitCurve,
+    admitted: tuple[FleetInputs, RouterCurve],
+) -> None:
+    """The single cache admitting at the second use, and the fleet when one is asked for."""
+    stream, params = run.stream, run.params
+    inputs, curve = admitted
+    report.admission = admission_section(curve, inputs, params, stream.block_tokens,
+                                         run.slot_bytes, single,
+                                         report.recommendation.capacity_slots)  # fmt: skip
+    if params.fleet is None and not has_usage(stream):
+        return
+    tiers = inputs if distances is None else _tier_inputs(run, distances)
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
                                      report.recommendation.ceiling)  # fmt: skip
@@ -223,6 +261,8 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         total_tokens=int(stream.req_prompt_tokens.sum()),
         t_first=int(stream.req_t_us[0]),
         t_last=int(stream.req_t_us[-1]),
+        lifetime_us=to_us(params.lifetime_s) if params.lifetime_s is not None else None,
+        rate=sampling_rate(stream.block_refs, params),
         ref_req=ref_req,
         salts=salts,
         ids=ids,

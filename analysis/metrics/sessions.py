@@ -5,6 +5,7 @@ session id is a session of its own."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from analysis.reuse import dense_ids
@@ -24,9 +25,14 @@ def session_codes(stream: BlockStream) -> np.ndarray:
 
 def same_session_refs(stream: BlockStream, ref_req: np.ndarray, prev: np.ndarray) -> np.ndarray:
     """Per block reference: its previous reference (prev, -1 none) is of the same session."""
-    codes = session_codes(stream)
-    had = prev >= 0
-    same = np.zeros(prev.size, dtype=np.bool_)
-    mine = ref_req[had]
-    same[had] = codes[mine] == codes[ref_req[prev[had]]]
+    return _same_session(session_codes(stream), ref_req, prev)
+
+
+@numba.njit(cache=True, nogil=True)
+def _same_session(codes, ref_req, prev):  # pragma: no cover (compiled)
+    # one pass instead of numpy's masks and gathers (four temporaries of every reference)
+    same = np.empty(prev.size, dtype=np.bool_)
+    for i in range(prev.size):
+        p = prev[i]
+        same[i] = p >= 0 and codes[ref_req[i]] == codes[ref_req[p]]
     return same

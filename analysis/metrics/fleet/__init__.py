@@ -7,12 +7,18 @@ from analysis.metrics.fleet.inputs import (
     StreamColumns,
     fleet_inputs,
 )
-from analysis.metrics.fleet.report import admission_section, fleet_section, gpu_block_bytes
+from analysis.metrics.fleet.report import (
+    admission_curve,
+    admission_section,
+    fleet_section,
+    gpu_block_bytes,
+)
 
 __all__ = [
     "FleetInputs",
     "ScopedRefs",
     "StreamColumns",
+    "admission_curve",
     "admission_section",
     "fleet_inputs",
     "fleet_section",

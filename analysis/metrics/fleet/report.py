@@ -78,18 +78,23 @@ def _router_entries(
     return entries
 
 
-def admission_section(
-    inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
-    single: HitCurve, single_slots: int,
-) -> dict:  # fmt: skip
-    """One cache that stores a block only at its second reference: the curve and the
-    recommendation (section 4's rule) that admission buys, and both it and `single` (the
-    cache storing every block) at each one's recommended capacity (`single_slots` is the
-    single cache's): a lower ceiling has a lower target, so only equal sizes compare what
-    admission buys."""
+def admission_curve(inputs: FleetInputs) -> RouterCurve:
+    """The curve of one cache that stores a block only at its second reference. It reads
+    no distances of the stream's own (`inputs.whole`), so it may be computed beside them."""
     one = FleetParams(routers=("round_robin",), store_threshold=ADMISSION_THRESHOLD)
     one_replica = np.zeros(inputs.columns.req_session.size, dtype=np.int32)
-    curve = router_curve(inputs, one, "round_robin", 0, one_replica)
+    return router_curve(inputs, one, "round_robin", 0, one_replica)
+
+
+def admission_section(
+    curve: RouterCurve, inputs: FleetInputs, params: AnalysisParams, block_tokens: int,
+    slot_bytes: int, single: HitCurve, single_slots: int,
+) -> dict:  # fmt: skip
+    """One cache that stores a block only at its second reference (`curve`, of
+    admission_curve): the recommendation (section 4's rule) that admission buys, and both
+    it and `single` (the cache storing every block) at each one's recommended capacity
+    (`single_slots` is the single cache's): a lower ceiling has a lower target, so only
+    equal sizes compare what admission buys."""
     rec = recommend(_as_hit_curve(curve), inputs.counted_tokens, block_tokens, params)
     points = _points(curve, inputs.counted_tokens, slot_bytes, rec.capacity_slots)
     return {
