@@ -2,7 +2,8 @@
 parts, one per process, merged into exactly the stream one pass makes (merge.py). The
 caller is free meanwhile: `manage.py analyze` loads the analysis kernels then
 (metrics/warm.py). A small log, a gzip or several logs are read whole by the caller:
-a worker's start-up and the parts' merge would cost more than a core wins back.
+a worker's start-up and the parts' merge would cost more than a core wins back; so is a
+pre-hashed trace, whose column reader (Arrow's) uses every core already.
 
 Parts are written to a temporary folder (as a Celery part task writes them), so memory
 follows the log's distinct content, and read back by the caller; the folder is removed
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from analysis.ingest.options import SPLIT_BYTES, IngestOptions
 from analysis.ingest.split import plan_parts, splittable
 from analysis.readers.lines import ByteRange
+from analysis.readers.sniff import first_line
 
 if TYPE_CHECKING:
     from analysis.stream import BlockStream
@@ -44,12 +46,20 @@ def part_ranges(
 ) -> list[ByteRange | None]:
     """What each worker process reads: line-aligned parts of one plain log of at least
     `split_bytes` (default SPLIT_BYTES), or every log whole ([None])."""
-    if processes < 2 or len(paths) != 1:
+    if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
         return [None]
     path = paths[0]
     if os.path.getsize(path) < (split_bytes or SPLIT_BYTES) or not splittable(path, options.format):
         return [None]
     return list(plan_parts(path, processes))
+
+
+def _pre_hashed(path: str | Path, log_format: str) -> bool:
+    """A pre-hashed trace, asked for or as its first line says: read whole, by Arrow's
+    column reader, which uses every core already (parts would go line by line)."""
+    if log_format in ("mooncake", "bailian"):
+        return True
+    return log_format == "auto" and b'"hash_ids"' in first_line(path)
 
 
 @dataclass

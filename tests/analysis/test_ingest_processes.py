@@ -62,8 +62,8 @@ def test_a_trace_gzip_or_several_logs_are_read_whole_by_one_worker(tmp_path):
     rows = list(chat_requests(40, seed=5, documents=3, doc_words=(40, 80)))
     packed.write_bytes(gzip.compress(b"".join(orjson.dumps(r) + b"\n" for r in rows)))
     for paths in ([TRACE], [packed], [TRACE, TRACE]):
-        if paths != [TRACE]:  # a trace is split when asked; a gzip or two logs never are
-            assert part_ranges(paths, options, 2, split_bytes=1) == [None]
+        # a trace (read by Arrow's columns, on every core), a gzip or two logs: whole
+        assert part_ranges(paths, options, 2, split_bytes=1) == [None]
         ranges = part_ranges(paths, options, 2, split_bytes=1 << 40)
         assert ranges == [None]
         _same_stream(ingest(paths, options), _read(paths, options, ranges))
