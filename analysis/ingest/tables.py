@@ -47,7 +47,11 @@ class Codes:
         return found
 
     def codes(self, values: list[str]) -> np.ndarray:
-        return np.array([self.code(v) for v in values], np.int32)
+        """code() of each value, numbered in order of first appearance as code() numbers
+        them; the distinct values looked up once (a trace's column is often one value)."""
+        for value in dict.fromkeys(values):
+            self.code(value)
+        return np.fromiter(map(self.index.__getitem__, values), np.int32, len(values))
 
 
 class RequestTable:
