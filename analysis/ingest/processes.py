@@ -33,11 +33,6 @@ if TYPE_CHECKING:
     from analysis.stream import BlockStream
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its share under a container or taskset)."""
-    return len(os.sched_getaffinity(0))
-
-
 def part_ranges(
     paths: Sequence[str | Path],
     options: IngestOptions,

@@ -5,8 +5,11 @@ only at its second reference, beside the usual curve."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
+from analysis.cores import usable_cores
 from analysis.metrics.at_budget import at_budgets
 from analysis.metrics.curve import HitCurve, hit_share
 from analysis.metrics.curve_steps import curve_steps
@@ -56,26 +59,28 @@ def _router_entries(
     gpu_slots: int,
 ) -> list[dict]:  # fmt: skip
     """Every chosen router's entry. A router that partitions the requests exactly as an
-    earlier one (sessions on a log without session ids deal round robin) has its figures;
-    only entries are kept: each curve's per-reference columns go once its entry is written."""
+    earlier one (sessions on a log without session ids deal round robin) has its figures.
+    The others' curves are computed one per core (their kernels release the GIL); only
+    entries are kept: each curve's per-reference columns go once its entry is written."""
     fleet = params.fleet if params.fleet is not None else FleetParams()
-    entries: list[dict] = []
-    seen: list[tuple[np.ndarray, dict]] = []
-    for router in fleet.chosen_routers():
-        partition = replicas_of_requests(inputs, fleet, router)
-        pooled = router == "pooled"
-        alike = (entry for earlier, entry in seen if np.array_equal(earlier, partition))
-        same = None if pooled else next(alike, None)
-        if same is not None:
-            entries.append({**same, "router": router, "same_partition_as": same["router"]})
-            continue
-        curve = router_curve(inputs, fleet, router, gpu_slots, partition)
-        entries.append(_router_entry(curve, inputs, params, block_tokens, slot_bytes,
-                                     fleet.replicas))  # fmt: skip
-        del curve
-        if not pooled:
-            seen.append((partition, entries[-1]))
-    return entries
+    partitions = {router: replicas_of_requests(inputs, fleet, router)
+                  for router in fleet.chosen_routers()}  # fmt: skip
+    origin: dict[str, str] = {}  # router -> the first router partitioning as it does
+    for router, partition in partitions.items():
+        alike = (r for r in origin if origin[r] == r and r != "pooled"
+                 and np.array_equal(partitions[r], partition))  # fmt: skip
+        origin[router] = router if router == "pooled" else next(alike, router)
+
+    def entry(router: str) -> dict:
+        curve = router_curve(inputs, fleet, router, gpu_slots, partitions[router])
+        return _router_entry(curve, inputs, params, block_tokens, slot_bytes, fleet.replicas)
+
+    own = [router for router in partitions if origin[router] == router]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(own), usable_cores()))) as pool:
+        computed = dict(zip(own, pool.map(entry, own), strict=True))
+    return [computed[router] if origin[router] == router else
+            {**computed[origin[router]], "router": router, "same_partition_as": origin[router]}
+            for router in partitions]  # fmt: skip
 
 
 def admission_curve(inputs: FleetInputs) -> RouterCurve:

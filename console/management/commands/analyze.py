@@ -255,7 +255,8 @@ def read_logs(logs: list[str], processes: int | None, options: IngestOptions) ->
     """The logs' block stream: a big plain log read in parts by worker processes (one per
     usable core, or `processes`) while this one loads the analysis kernels (numba's start-up,
     ~0.4 s); anything else read here, whole."""
-    from analysis.ingest.processes import ingest_in_processes, part_ranges, usable_cores
+    from analysis.cores import usable_cores
+    from analysis.ingest.processes import ingest_in_processes, part_ranges
 
     ranges = part_ranges(logs, options, processes or usable_cores())
     if ranges == [None]:
