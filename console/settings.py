@@ -39,6 +39,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # outermost: the time the console spent, every other middleware's included
+    "console.middleware.ServerTimingMiddleware",
     # first, so that every response gets the header, static files and errors too
     "console.middleware.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.template.loader import render_to_string
 
 from analysis import BlockStream
 from analysis.replay import ReplayOptions, ReplaySummary, summary as replay_summary
@@ -13,6 +14,7 @@ from analysis.stream import stream_meta
 from console.caching import computed_once
 from console.models import Analysis, JobStatus, Upload
 from console.policies.reruns import label_reruns
+from console.uploads.analysis_forms import AnalysisForm
 from console.uploads.charts import CHARTS_VERSION, compare_figure
 
 HOME_UPLOADS = 100  # the newest ones, on the home page
@@ -112,3 +114,14 @@ def replay_model_name(upload: Upload) -> str:
     placeholder to replace."""
     done = upload.analyses.filter(status=JobStatus.DONE).first()
     return done.report["model"]["name"] if done and done.report else "MODEL"
+
+
+def analysis_fields_html(analysis: Analysis, form: AnalysisForm) -> str:
+    """The re-analysis form's fields on an analysis's page (unbound: its parameters as the
+    initial values), rendered once per analysis and its choices: its forty-odd widgets were
+    a third of the page's server time. Errors never show here (a bound form re-renders)."""
+    choices = tuple(form.fields["block_tokens"].choices)
+    parts = (analysis.pk, repr(sorted(form.initial.items())), repr(choices))
+    return computed_once("analysis-fields", parts,
+                         lambda: render_to_string("uploads/_analysis_fields.html",
+                                                  {"form": form}))  # fmt: skip

@@ -266,6 +266,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # the figures, and the fleet's and admission's sections in words
             **fleet_page(report, page_figures(analysis)),
             "form": form,
+            "fields_html": selectors.analysis_fields_html(analysis, form) if form else None,
             # compare with analyses of any upload, this one ticked and the baseline
             "picker": compare_picker([analysis.pk], analysis.pk),
             "can_analyze": can_analyze(request.user),

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import logging
 import re
+import time
 
 import pytest
 from django.conf import settings
@@ -17,6 +19,7 @@ from django.urls import reverse
 
 from console.middleware import CONTENT_SECURITY_POLICY
 from console.staticfinders import SOURCE, STATIC_PATH
+from console.templatetags.kvscope import figure_script
 from tests.console.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -176,3 +179,28 @@ def test_a_fault_keeps_its_traceback(rf, log_output):
         log_response("Internal Server Error: %s", "/x", response=response, request=rf.get("/x"),
                      exception=exc)  # fmt: skip
     assert "Traceback" in log_output.getvalue() and "RuntimeError: boom" in log_output.getvalue()
+
+
+# --- Server-Timing ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_response_says_the_time_the_console_spent(client, analysis):
+    assert client.login(username=analysis.upload.created_by.username, password=PASSWORD)
+    for url in (reverse("login"), "/static/js/charts.js", "/static/no-such-file.js",
+                reverse("analysis_detail", args=[analysis.pk])):  # fmt: skip
+        start = time.perf_counter()
+        response = client.get(url)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        spent = re.fullmatch(r"app;dur=([0-9]+\.[0-9])", response["Server-Timing"])
+        assert spent, response["Server-Timing"]
+        assert 0 < float(spent.group(1)) <= elapsed_ms + 0.1, url  # within what the client saw
+        response.close()
+
+
+def test_a_figure_cannot_close_its_script_element():
+    figure = {"layout": {"title": {"text": "</script><b onclick=x>&amp;"}}, "data": [1.5]}
+    html = str(figure_script(figure, "fig-x"))
+    body = re.fullmatch(r'<script id="fig-x" type="application/json">(.*)</script>', html)
+    assert body and "<" not in body.group(1) and "&" not in body.group(1)
+    assert json.loads(body.group(1)) == figure  # the same data, as json_script's would parse

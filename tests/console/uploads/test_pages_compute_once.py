@@ -138,3 +138,32 @@ def test_the_comparison_draws_its_figure_once(client, done_upload, monkeypatch):
     # the other order is another figure (its first curve is the other analysis)
     client.get(reverse("compare"), {"a": [second.pk, first.pk]})
     assert len(drawn) == 2
+
+
+def _field(page: str, name: str) -> str:
+    """The re-analysis form's control `name` as the page shows it."""
+    found = re.search(rf'<(?:input|select)[^>]*name="{name}"[^>]*>(?:(?!</select>).)*', page,
+                      re.S)  # fmt: skip
+    assert found, name
+    return found.group(0)
+
+
+def test_the_reanalysis_fields_are_rendered_once_per_analysis_with_its_own_values(
+    client, done_upload, monkeypatch
+):
+    first = Analysis.objects.get(upload=done_upload)
+    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
+    params = dict(first.params, scope="user", headroom=0.5)
+    second = Analysis.objects.create(
+        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
+        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
+    rendered = _counting(monkeypatch, selectors, "render_to_string")
+    pages = {a.pk: [client.get(reverse("analysis_detail", args=[a.pk])).content.decode()
+                    for _ in range(2)] for a in (first, second)}  # fmt: skip
+    assert len(rendered) == 2  # once per analysis, read from the cache on the second view
+    for analysis, scope, headroom in ((first, first.params["scope"], "10"),
+                                      (second, "user", "50")):  # fmt: skip
+        for page in pages[analysis.pk]:
+            assert re.search(rf'<option value="{scope}"\s+selected>', _field(page, "scope"))
+            assert f'value="{headroom}"' in _field(page, "headroom")
+            assert 'name="csrfmiddlewaretoken"' in page  # the form still posts
