@@ -13,6 +13,8 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench chat --requests 20000 [--naive] [--workdir DIR]
   small       a small trace, manage.py analyze whole process vs llmtrafficlens, in turn
               python -m bench small [--trace FILE] [--ltl PATH] [--runs 5]
+  scale       ~100 M block references (generated conversations), whole process
+              python -m bench scale --refs 100000000 [--workdir DIR]
   reanalyze   new scope and lifetime on a stored block stream: load, then analyze
               python -m bench reanalyze --requests 500000 [--workdir DIR]
   replay      replay-trace page summary and whole export from a stored block stream
@@ -85,6 +87,9 @@ def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", default=None, help="a Mooncake-format trace (default: shared)")
     p.add_argument("--ltl", default=None, help="the llmtrafficlens executable")
     p.add_argument("--runs", type=int, default=5)
+    p = sub.add_parser("scale", help="~100 M references, manage.py analyze whole process")
+    p.add_argument("--refs", type=int, default=100_000_000)
+    p.add_argument("--workdir", default=None)
     p = sub.add_parser("parallel", help="split ingest in worker processes vs one process")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
@@ -154,6 +159,7 @@ _ANALYSES = (
     "chat",
     "agent",
     "small",
+    "scale",
     "reanalyze",
     "replay",
     "fleet",
@@ -197,6 +203,10 @@ def _run_analysis(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import startup
 
             startup.run(args.trace, args.ltl, args.runs)
+        case "scale":
+            from bench import scale
+
+            scale.run(args.refs, args.workdir, timer)
         case "reanalyze":
             from bench import stored_stream
 

@@ -11,7 +11,13 @@ import time
 
 import numpy as np
 
-from analysis.mrc import hit_tokens_by_capacity, sampled, shards_hit_tokens, stack_distances
+from analysis.mrc import (
+    hit_tokens_by_capacity,
+    request_starts,
+    sampled,
+    shards_hit_tokens,
+    stack_distances,
+)
 from analysis.reuse import dense_ids, prev_next
 from bench.harness import peak_rss_mb
 
@@ -49,8 +55,11 @@ def _compare_shards(dense: np.ndarray, tokens: np.ndarray, exact: np.ndarray, ra
     start = time.perf_counter()
     keep = sampled(dense, rate)
     sub, sub_distinct = dense_ids(dense[keep])
+    # in the order engines evict, as the exact curve: each sampled reference's request
+    requests = np.arange(dense.size) // REFS_PER_REQUEST
+    order = request_starts(requests[keep])
     approx = shards_hit_tokens(
-        stack_distances(prev_next(sub, sub_distinct)[0]), tokens[keep], rate, total
+        stack_distances(prev_next(sub, sub_distinct)[0], order), tokens[keep], rate, total
     )
     took = time.perf_counter() - start
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)

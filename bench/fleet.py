@@ -111,12 +111,17 @@ def stored_conversations(work: Path, refs: int) -> Path:
     stored once per work folder."""
     folder = work / f"conversations-{refs}-stream"
     if not folder.exists():
-        log = work / f"conversations-{refs}.jsonl"
-        if not log.exists():
-            rows = mooncake_requests(refs, conversations=CONVERSATIONS)
-            write_jsonl(_up_to_refs(rows, refs), log)
-        ingest([log], IngestOptions(hash_key=HASH_KEY)).save(folder)
+        ingest([conversation_trace(work, refs)], IngestOptions(hash_key=HASH_KEY)).save(folder)
     return folder
+
+
+def conversation_trace(work: Path, refs: int) -> Path:
+    """The generated conversation trace of about `refs` references, written once per work
+    folder."""
+    log = work / f"conversations-{refs}.jsonl"
+    if not log.exists():
+        write_jsonl(_up_to_refs(mooncake_requests(refs, conversations=CONVERSATIONS), refs), log)
+    return log
 
 
 def _up_to_refs(rows: Iterator[dict], refs: int) -> Iterator[dict]:
