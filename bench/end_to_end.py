@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+from tiktoken import Encoding
 
 from analysis.errors import ErrorLog
 from analysis.readers import ChatReader, ChatRequest, decode_line
@@ -76,6 +77,19 @@ def _parse_all(log: Path) -> Iterator[ChatRequest]:
         yield reader.parse(decode_line(raw), n)
 
 
+def _floor(log: Path, enc: Encoding) -> float:
+    """One pass of the floor: read, parse and render every line, tokenize each distinct
+    text once."""
+    start = time.perf_counter()
+    seen: set[str] = set()
+    for request in _parse_all(log):
+        for m in request.messages:
+            if m.text not in seen:
+                seen.add(m.text)
+                enc.encode_ordinary(m.text)
+    return time.perf_counter() - start
+
+
 def run_chat(
     requests: int, naive: bool, workdir: str | None, timer: ProcessTimer, agent: bool = False
 ) -> None:
@@ -86,15 +100,9 @@ def run_chat(
     size_mb = log.stat().st_size / 1e6
     print(f"{'agent' if agent else 'chat'}: {requests:,} requests, {size_mb:.0f} MB ({log})")
     enc = load_encoding()
-    start = time.perf_counter()
-    seen: set[str] = set()
-    for request in _parse_all(log):
-        for m in request.messages:
-            if m.text not in seen:
-                seen.add(m.text)
-                enc.encode_ordinary(m.text)
-    floor = time.perf_counter() - start
-    print(f"  floor (read + parse + tokenize each distinct text once): {floor:.2f} s")
+    floor = min(_floor(log, enc) for _ in range(timer.repeat))  # best of, as kvscope's
+    print(f"  floor (read + parse + tokenize each distinct text once): {floor:.2f} s "
+          f"(best of {timer.repeat})")  # fmt: skip
     if naive:
         start = time.perf_counter()
         for request in _parse_all(log):
