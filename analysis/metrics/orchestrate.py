@@ -141,7 +141,7 @@ def _single_cache(run: _Run) -> tuple[Report, HitCurve, np.ndarray | None]:
     stream, params = run.stream, run.params
     distances = None
     if run.rate < 1.0:
-        curve = sampled_curve(stream, run.salts, run.ref_req, run.reuse, run.lifetime_us,
+        curve = sampled_curve(stream, run.ids, run.ref_req, run.reuse, run.lifetime_us,
                               run.rate, run.counted, run.same_session)  # fmt: skip
     else:
         distances = stack_distances(run.prev, stream.req_ref_start)
