@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -333,3 +334,21 @@ def test_a_big_plain_log_is_read_in_parts_by_worker_processes(chat_log, tmp_path
     assert parts.pop("ingest_stats") != one.pop("ingest_stats")
     assert parts == one
     assert parts["requests"] == 120
+
+
+def stop_worker(*args) -> None:
+    """A worker process's part, stopping as a killed worker does (no result, no error)."""
+    os._exit(9)
+
+
+def test_a_worker_that_stops_is_a_one_line_error(chat_log, tmp_path, monkeypatch):
+    # spawned workers import this module and run the function by name: it stops them
+    monkeypatch.setattr(processes, "SPLIT_BYTES", chat_log.stat().st_size)
+    monkeypatch.setattr(processes, "_read_part", stop_worker)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(CommandError, match=r"a worker process reading the log stopped .*"
+                                           r"--processes 1 reads it in this process"):  # fmt: skip
+        _run(chat_log, "--json", tmp_path / "r.json", "--processes", "2")
+    assert not (tmp_path / "r.json").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the parts' folder went too

@@ -7,6 +7,7 @@ in the report's `errors`; input with no usable line exits non-zero with a one-li
 from __future__ import annotations
 
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -328,6 +329,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except (ProfileError, EncodingUnavailable, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        except BrokenProcessPool:
+            raise CommandError(
+                "a worker process reading the log stopped before its part was read (killed, "
+                "or out of memory?); --processes 1 reads it in this process"
+            ) from None
         out = self._write(opts["json"], report.to_json())
         if out is not None:
             rec = report.recommendation
