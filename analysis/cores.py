@@ -7,5 +7,8 @@ import os
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its share under a container or taskset)."""
-    return len(os.sched_getaffinity(0))
+    """The cores this process may run on (its share under a container or taskset; where
+    the system cannot say, as on macOS, the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -33,7 +33,12 @@ def run(trace: str | None, ltl: str | None, runs: int) -> None:
     path = Path(trace) if trace else SHARED_TRACE
     lines = sum(1 for _ in path.open("rb"))
     print(f"small: {path.name}, {lines:,} requests, {path.stat().st_size / 1e6:.1f} MB")
-    out = Path(tempfile.mkdtemp(prefix="kvscope-small-"))
+    with tempfile.TemporaryDirectory(prefix="kvscope-small-") as folder:
+        _compare(path, Path(folder), ltl, runs)
+
+
+def _compare(path: Path, out: Path, ltl: str | None, runs: int) -> None:
+    """Each run in turn: kvscope's analyze, the peer's profile, kvscope's --help."""
     ours = [*MANAGE, "analyze", str(path), "--json", str(out / "report.json")]
     peer = (
         [ltl, "profile", "--format", "mooncake", str(path), "-o", str(out / "ltl")] if ltl else None

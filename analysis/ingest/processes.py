@@ -39,14 +39,18 @@ def part_ranges(
     processes: int,
     split_bytes: int | None = None,
 ) -> list[ByteRange | None]:
-    """What each worker process reads: line-aligned parts of one plain log of at least
-    `split_bytes` (default SPLIT_BYTES), or every log whole ([None])."""
+    """What each worker process reads: line-aligned parts (up to `processes`, none under
+    half of `split_bytes`) of one plain log of at least `split_bytes` (default
+    SPLIT_BYTES), or every log whole ([None])."""
     if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
         return [None]
-    path = paths[0]
-    if os.path.getsize(path) < (split_bytes or SPLIT_BYTES) or not splittable(path, options.format):
+    path, split = paths[0], split_bytes or SPLIT_BYTES
+    size = os.path.getsize(path)
+    if size < split or not splittable(path, options.format):
         return [None]
-    return list(plan_parts(path, processes))
+    # no part under half the split size: each worker pays its own start-up (the tokenizer's
+    # ranks, the reading half of the engine), which a sliver of a log does not win back
+    return list(plan_parts(path, min(processes, size // max(split // 2, 1))))
 
 
 def _pre_hashed(path: str | Path, log_format: str) -> bool:

@@ -109,6 +109,8 @@ def analyze(
         _add_tiers(report, run, distances, curve, pending_admitted.result())
         advance()
         report.windows, misplaced_by_window = pending_windows.result()
+    for _ in params.windows_s:  # reported here: the progress callback is this thread's
+        advance()
     recommendation = report.recommendation
     report.at_budget = at_budgets(curve, run.counted_tokens, stream.block_tokens,
                                   recommendation.per_rank_kv_bytes_per_token, run.kv_per_token,

@@ -43,7 +43,8 @@ def test_a_log_over_the_split_size_is_read_in_parts_by_the_workers(tmp_path):
     size = log.stat().st_size
     assert part_ranges([log], options, 2, split_bytes=size + 1) == [None]  # under: whole
     assert part_ranges([log], options, 1, split_bytes=1) == [None]  # one process: whole
-    ranges = part_ranges([log], options, 3, split_bytes=size)
+    assert len(part_ranges([log], options, 64, split_bytes=size)) == 2  # none under size/2
+    ranges = part_ranges([log], options, 3, split_bytes=size // 2)
     assert len(ranges) == 3 and ranges[0].start == 0 and ranges[-1].end == size
     assert all(a.end == b.start for a, b in itertools.pairwise(ranges))
     whole = ingest([log], options)
@@ -101,3 +102,11 @@ def test_the_warm_up_loads_the_first_kernel_in_a_fresh_process():
                             timeout=120, cwd=ROOT)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
+
+
+def test_an_analysis_reports_every_step_of_its_progress():
+    stream = ingest([TRACE], IngestOptions(hash_key=KEY))
+    seen = []
+    analyze(stream, AnalysisParams(windows_s=(60, 600, 3600, 86400)), progress=seen.append)
+    assert [p.done for p in seen] == list(range(1, 4 + 3 + 1))
+    assert {p.total for p in seen} == {4 + 3} and {p.stage for p in seen} == {"analyzing"}

@@ -194,8 +194,9 @@ def test_every_response_says_the_time_the_console_spent(client, analysis):
         elapsed_ms = (time.perf_counter() - start) * 1000
         spent = re.fullmatch(r"app;dur=([0-9]+\.[0-9])", response["Server-Timing"])
         assert spent, response["Server-Timing"]
-        assert 0 < float(spent.group(1)) <= elapsed_ms + 0.1, url  # within what the client saw
+        assert 0 <= float(spent.group(1)) <= elapsed_ms + 0.1, url  # within what the client saw
         response.close()
+    assert float(spent.group(1)) > 0  # the analysis page (last) takes measurable time
 
 
 def test_a_figure_cannot_close_its_script_element():
