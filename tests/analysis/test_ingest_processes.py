@@ -19,10 +19,11 @@ from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, inge
 from analysis.ingest.processes import ingest_in_processes, part_ranges
 from bench.generate import chat_requests
 from tests.analysis.test_parallel_ingest import ARRAYS, _chat_log
+from tests.golden.cases import shared_trace
 
 KEY = b"test-secret-0123456789"
 ROOT = Path(__file__).resolve().parents[2]
-TRACE = str(ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl")
+TRACE = str(shared_trace())  # the shared Mooncake trace (str(None) would fail every test)
 
 
 def _read(paths, options, ranges):

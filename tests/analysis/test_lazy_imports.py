@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.golden.cases import shared_trace
+
 ROOT = Path(__file__).resolve().parents[2]
 LAZY_PACKAGES = ("analysis", "analysis.ingest", "analysis.readers", "analysis.metrics")
 HEAVY = ("numba", "pyarrow", "tiktoken", "tokenizers")
@@ -44,7 +46,7 @@ def test_naming_a_constant_or_the_parameters_loads_no_kernel_library():
 def test_running_the_engine_loads_what_it_needs():
     loaded = _modules_after(
         "from analysis import AnalysisParams, IngestOptions, analyze, ingest\n"
-        "s = ingest(['../shared/data/mooncake_synthetic_trace.jsonl'], "
+        f"s = ingest([{str(shared_trace())!r}], "
         "IngestOptions(hash_key=b'k' * 32))\n"
         "assert analyze(s, AnalysisParams()).requests == 3993"
     )

@@ -18,6 +18,7 @@ from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
 from analysis.ingest import processes
 from analysis.params import FleetParams
 from tests.analysis.factories import as_gateway_csv
+from tests.golden.cases import shared_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {
@@ -294,7 +295,8 @@ def test_the_command_line_imports_only_what_the_command_needs():
 
 
 def test_the_command_line_writes_the_report_call_command_does(tmp_path):
-    trace = ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+    trace = shared_trace()
+    assert trace is not None
     result = _manage("manage.py", "analyze", str(trace), "--json", str(tmp_path / "cli.json"))
     assert result.returncode == 0, result.stderr
     assert "3993 requests" in result.stderr
@@ -311,7 +313,8 @@ def test_the_command_line_writes_the_report_call_command_does(tmp_path):
 
 
 def test_processes_one_reads_in_this_process_with_the_same_report(tmp_path):
-    trace = ROOT.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+    trace = shared_trace()
+    assert trace is not None
     result = _manage(
         "manage.py", "analyze", str(trace), "--json", str(tmp_path / "one.json"), "--processes", "1"
     )
