@@ -46,7 +46,10 @@ COPY sample/ sample/
 RUN SECRET_KEY=collectstatic-build-only-not-a-secret \
     KVSCOPE_HASH_KEY=collectstatic-build-only-not-a-secret \
     DJANGO_DEBUG=0 \
-    python manage.py collectstatic --noinput
+    python manage.py collectstatic --noinput \
+ && python -m compileall -q analysis console manage.py
+# (bytecode written once here: PYTHONDONTWRITEBYTECODE stops each process writing its own,
+# and compiling ~80 modules from source costs every `manage.py analyze` ~60 ms)
 
 USER kvscope
 

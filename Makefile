@@ -13,7 +13,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# bytecode for the project's own modules too (pip writes it for the packages it installs):
+# where PYTHONDONTWRITEBYTECODE is set, each command would compile them from source again
 install: $(VENV)/.installed
+	$(PY) -m compileall -q analysis console bench manage.py
 
 ## run: set everything up and start the console on the embedded default (SQLite, eager Celery)
 run: install

@@ -137,8 +137,16 @@ _SPACE = 1 << 24
 def sampled(ids: np.ndarray, rate: float) -> np.ndarray:
     """SHARDS spatial sampling: a key is in the sample when hash(key) mod P < rate * P, so
     every reference to a sampled key is kept (reuse distances stay meaningful)."""
-    hashed = (ids.astype(np.uint64) * _GOLDEN) >> np.uint64(40)  # top 24 bits
-    return hashed < np.uint64(round(rate * _SPACE))
+    return _sampled(ids, np.uint64(round(rate * _SPACE)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _sampled(ids, threshold):  # pragma: no cover (compiled)
+    # one pass, no 8-byte hash column beside the ids (800 MB over 100 M references)
+    out = np.empty(ids.size, dtype=np.bool_)
+    for i in range(ids.size):
+        out[i] = (np.uint64(ids[i]) * _GOLDEN) >> np.uint64(40) < threshold  # top 24 bits
+    return out
 
 
 def shards_hit_tokens(dist: np.ndarray, tokens: np.ndarray, rate: float, total_tokens: int,

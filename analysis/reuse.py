@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from analysis.params import SCOPES
+from analysis.prefetch import prefetch
 
 NO_REF = -1
 
@@ -31,14 +32,17 @@ def _mix(key: np.uint64) -> np.uint64:  # pragma: no cover (compiled)
 
 
 @numba.njit(cache=True, nogil=True)
-def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover (compiled)
-    """Open addressing, linear probing, doubled at half load: memory follows the number
-    of distinct keys, not of references."""
-    bits = 16
-    slots = np.full(1 << bits, -1, dtype=np.int64)  # slot -> code
+def _factorize(keys: np.ndarray, codes: np.ndarray, bits: int) -> int:  # pragma: no cover
+    """Open addressing, linear probing, at most half full (2**bits slots to start),
+    doubled when it would be more: memory follows the number of distinct keys, not of
+    references. The slot of the key a few references ahead is fetched early (prefetch):
+    over millions of distinct keys each lookup is a cache miss, and so they overlap."""
+    slots = np.full(1 << bits, -1, dtype=codes.dtype)  # slot -> code
     uniques = np.empty(1 << (bits - 1), dtype=np.uint64)  # code -> key
     count = 0
     for i in range(keys.size):
+        if i + _AHEAD < keys.size:
+            prefetch(slots, np.int64(_mix(keys[i + _AHEAD]) >> np.uint64(64 - bits)))
         key = keys[i]
         mask = np.int64((1 << bits) - 1)
         slot = np.int64(_mix(key) >> np.uint64(64 - bits))
@@ -50,7 +54,7 @@ def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover 
                     grown = np.empty(uniques.size * 2, dtype=np.uint64)
                     grown[:count] = uniques[:count]
                     uniques = grown
-                    slots = np.full(1 << bits, -1, dtype=np.int64)
+                    slots = np.full(1 << bits, -1, dtype=codes.dtype)
                     mask = np.int64((1 << bits) - 1)
                     for c in range(count):
                         s = np.int64(_mix(uniques[c]) >> np.uint64(64 - bits))
@@ -71,6 +75,43 @@ def _factorize(keys: np.ndarray, codes: np.ndarray) -> int:  # pragma: no cover 
     return count
 
 
+@numba.njit(cache=True, nogil=True)
+def _sampled_keys(keys: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover
+    """The references whose key's hash ends in `shift` zero bits: every reference of a
+    1 / 2**shift share of the distinct keys. (The low bits: the table places a key by its
+    high ones, and a sample alike in those would crowd one end of it.)"""
+    low = np.uint64((1 << shift) - 1)
+    count = 0
+    for i in range(keys.size):
+        count += _mix(keys[i]) & low == 0
+    out = np.empty(count, dtype=np.uint64)
+    j = 0
+    for i in range(keys.size):
+        if _mix(keys[i]) & low == 0:
+            out[j] = keys[i]
+            j += 1
+    return out
+
+
+_AHEAD = 16  # references between a slot's prefetch and its lookup
+_MIN_BITS = 16
+_ESTIMATE_ABOVE = 1 << 22  # references: below, growing the table costs little
+_SAMPLE_SHIFT = 6  # the estimate's sample: 1 / 64 of the distinct keys
+
+
+def _table_bits(keys: np.ndarray) -> int:
+    """The hash table's starting size: twice the distinct keys a sample of them promises
+    (so the table is never rebuilt while it fills: rebuilding a table of tens of millions
+    of keys, 2 to 4 times over, was half the time). An estimate short by chance only means
+    one doubling; the codes are the same at any starting size."""
+    if keys.size < _ESTIMATE_ABOVE:
+        return _MIN_BITS
+    sample = _sampled_keys(keys, _SAMPLE_SHIFT)
+    scratch = np.empty(sample.size, dtype=np.int32)
+    distinct = _factorize(sample, scratch, _MIN_BITS) << _SAMPLE_SHIFT
+    return max(_MIN_BITS, int(np.ceil(np.log2(max(distinct * 2.1, 1)))))
+
+
 def dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense codes 0..k-1 for the distinct values (in order of first appearance)."""
     codes = np.empty(values.size, dtype=index_dtype(values.size))
@@ -78,7 +119,7 @@ def dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
         return codes, 0
     keys = np.ascontiguousarray(values).view(np.uint64) if values.dtype.itemsize == 8 else (
         values.astype(np.int64).view(np.uint64))  # fmt: skip
-    return codes, int(_factorize(keys, codes))
+    return codes, int(_factorize(keys, codes, _table_bits(keys)))
 
 
 def salt_codes(tenant: np.ndarray, user: np.ndarray, scope: str) -> np.ndarray:
@@ -102,17 +143,29 @@ def scoped_ids(keys: np.ndarray, salts: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _prev_next(ids: np.ndarray, prev: np.ndarray, nxt: np.ndarray, last: np.ndarray) -> None:
-    # prev and nxt come uninitialised: every prev[i] is written, and nxt[i] is -1 until a
-    # later reference to the same id (visited after i) points it there
+def _previous_refs(ids: np.ndarray, prev: np.ndarray, last: np.ndarray) -> None:
+    # prev comes uninitialised: every prev[i] is written
     for i in range(ids.size):
         k = ids[i]
-        p = last[k]
-        prev[i] = p
-        nxt[i] = -1
-        if p >= 0:
-            nxt[p] = i
+        prev[i] = last[k]
         last[k] = i
+
+
+@numba.njit(cache=True, nogil=True)
+def _repeated_in_request(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:  # pragma: no cover
+    out = np.empty(prev.size, dtype=np.bool_)
+    for r in range(starts.size - 1):
+        first = starts[r]
+        for i in range(first, starts[r + 1]):
+            out[i] = prev[i] >= first
+    return out
+
+
+def repeated_in_request(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The references whose previous reference is in their own request: a key's later
+    copies within a request (`starts`: each request's first reference, then the total).
+    Request by request, not prev >= starts[ref_req]: no 8-byte column of 100 M starts."""
+    return _repeated_in_request(prev, np.asarray(starts, dtype=np.int64))
 
 
 def index_dtype(n: int) -> type[np.int32] | type[np.int64]:
@@ -120,14 +173,15 @@ def index_dtype(n: int) -> type[np.int32] | type[np.int64]:
     return np.int32 if n < 2**31 - 1 else np.int64
 
 
-def prev_next(ids: np.ndarray, distinct: int) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the previous and next reference to the same id (-1 when none)."""
+def previous_refs(ids: np.ndarray, distinct: int) -> np.ndarray:
+    """Index of the previous reference to the same id (-1 when none). (What a reference's
+    next one would say, each measure reads from its next reference's prev: one N-long
+    column less.)"""
     dtype = index_dtype(ids.size)
     prev = np.empty(ids.size, dtype=dtype)
-    nxt = np.empty(ids.size, dtype=dtype)
     last = np.full(max(distinct, 1), -1, dtype=dtype)
-    _prev_next(ids, prev, nxt, last)
-    return prev, nxt
+    _previous_refs(ids, prev, last)
+    return prev
 
 
 @numba.njit(cache=True, nogil=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.reuse import dense_ids, prev_next, reuse_times
+from analysis.reuse import dense_ids, previous_refs, reuse_times
 from analysis.stream import ROLE_DOCUMENT_PART, ROLE_INSTRUCTION, ROLE_TOOLS, BlockStream
 
 KINDS = ("instruction", "document", "conversation")
@@ -43,7 +43,7 @@ def occurrences(stream: BlockStream, req_salts: np.ndarray) -> Occurrences:
     req = stream.occ_req.astype(np.int64)
     salts = req_salts[req]
     scoped, distinct = dense_ids(seg * (int(salts.max(initial=0)) + 1) + salts)
-    prev, _ = prev_next(scoped, distinct)
+    prev = previous_refs(scoped, distinct)
     return Occurrences(
         scoped=scoped,
         distinct=distinct,

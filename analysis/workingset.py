@@ -35,7 +35,7 @@ class StepFunction:
             return [self.value_at(start)] * len(qs)
         inside = (self.times > start) & (self.times < end)
         edges = np.concatenate([[start], self.times[inside], [end]])
-        values = np.array([self.value_at(int(t)) for t in edges[:1]] + list(self.values[inside]))
+        values = np.concatenate(([self.value_at(start)], self.values[inside]))
         durations = np.diff(edges)
         order = np.argsort(values, kind="stable")
         cumulative = np.cumsum(durations[order])
@@ -64,7 +64,10 @@ class StepFunction:
         inside = (self.times >= start) & (self.times < end)
         if inside.any():
             which = np.searchsorted(edges, self.times[inside], side="right") - 1
-            np.maximum.at(out, np.clip(which, 0, buckets - 1), self.values[inside])
+            which = np.clip(which, 0, buckets - 1)  # (times are sorted: so is which)
+            first = np.flatnonzero(np.concatenate(([True], which[1:] != which[:-1])))
+            each = which[first]
+            out[each] = np.maximum(out[each], np.maximum.reduceat(self.values[inside], first))
         return edges[:-1], out
 
 
@@ -96,49 +99,56 @@ _NO_WINDOW = np.iinfo(np.int64).max
 
 
 @numba.njit(cache=True, nogil=True)
-def _useful_deltas(ref_grid, prev, reuse_us, window_us, size):  # pragma: no cover (compiled)
+def _useful_deltas(of_request, ref_req, prev, reuse_us, window_us, size):  # pragma: no cover
     deltas = np.zeros(size + 1, dtype=np.int64)
     for i in range(prev.size):
         p = prev[i]
         if p >= 0 and reuse_us[i] <= window_us:
-            deltas[ref_grid[p]] += 1
-            deltas[ref_grid[i]] -= 1
+            deltas[of_request[ref_req[p]]] += 1
+            deltas[of_request[ref_req[i]]] -= 1
     return deltas
 
 
 @numba.njit(cache=True, nogil=True)
-def _ttl_deltas(ref_grid, ref_req, expiry, nxt, size):  # pragma: no cover (compiled)
+def _ttl_deltas(of_request, ref_req, expiry, prev, size):  # pragma: no cover (compiled)
+    # Each reference's block is held from its time to its expiry, unless the next
+    # reference comes first: that next reference, seeing it as its prev, moves the end.
     deltas = np.zeros(size + 1, dtype=np.int64)
-    for i in range(nxt.size):
-        end = expiry[ref_req[i]]
-        n = nxt[i]
-        if n >= 0 and ref_grid[n] < end:
-            end = ref_grid[n]
-        deltas[ref_grid[i]] += 1
-        deltas[end] -= 1
+    for i in range(prev.size):
+        r = ref_req[i]
+        at = of_request[r]
+        deltas[at] += 1
+        deltas[expiry[r]] -= 1
+        p = prev[i]
+        if p >= 0:
+            end = expiry[ref_req[p]]
+            if at < end:
+                deltas[end] += 1
+                deltas[at] -= 1
     return deltas
 
 
 def useful_working_set(
     grid: TimeGrid,
-    ref_grid: np.ndarray,
+    ref_req: np.ndarray,
     prev: np.ndarray,
     reuse_us: np.ndarray,
     window_us: int | None,
 ) -> StepFunction:
-    """Each reuse within the window keeps its block live from the previous reference."""
+    """Each reuse within the window keeps its block live from the previous reference
+    (`ref_req`: each reference's request, placed on the grid by grid.of_request)."""
     window = _NO_WINDOW if window_us is None else window_us
-    return grid.function(_useful_deltas(ref_grid, prev, reuse_us, window, grid.times.size))
+    deltas = _useful_deltas(grid.of_request, ref_req, prev, reuse_us, window, grid.times.size)
+    return grid.function(deltas)
 
 
 def ttl_occupancy(
     grid: TimeGrid,
     req_t_us: np.ndarray,
     ref_req: np.ndarray,
-    ref_grid: np.ndarray,
-    nxt: np.ndarray,
+    prev: np.ndarray,
     window_us: int,
 ) -> StepFunction:
     """A store-everything cache with lifetime W holds a block on [t, min(t + W, t_next))."""
     expiry = np.searchsorted(grid.times, req_t_us + window_us, side="left")
-    return grid.function(_ttl_deltas(ref_grid, ref_req, expiry, nxt, grid.times.size))
+    return grid.function(_ttl_deltas(grid.of_request, ref_req, expiry, prev, grid.times.size))

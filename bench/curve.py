@@ -18,7 +18,7 @@ from analysis.mrc import (
     shards_hit_tokens,
     stack_distances,
 )
-from analysis.reuse import dense_ids, prev_next
+from analysis.reuse import dense_ids, previous_refs
 from bench.harness import peak_rss_mb
 
 REFS_PER_REQUEST = 16  # a chat prompt of 16 blocks
@@ -32,10 +32,10 @@ def run(refs: int, keys: int, seed: int, shards_rate: float | None) -> None:
     starts = np.append(np.arange(0, refs, REFS_PER_REQUEST), refs)
     # numba compile, not timed
     stack_distances(np.array([-1, 0], dtype=np.int64), np.array([0, 2], dtype=np.int64))
-    prev_next(np.array([0, 0], dtype=np.int64), 1)
+    previous_refs(np.array([0, 0], dtype=np.int64), 1)
     start = time.perf_counter()
     dense, distinct = dense_ids(ids)
-    prev, _ = prev_next(dense, distinct)
+    prev = previous_refs(dense, distinct)
     dist = stack_distances(prev, starts)
     curve = hit_tokens_by_capacity(dist, tokens)
     engine = time.perf_counter() - start
@@ -59,7 +59,7 @@ def _compare_shards(dense: np.ndarray, tokens: np.ndarray, exact: np.ndarray, ra
     requests = np.arange(dense.size) // REFS_PER_REQUEST
     order = request_starts(requests[keep])
     approx = shards_hit_tokens(
-        stack_distances(prev_next(sub, sub_distinct)[0], order), tokens[keep], rate, total
+        stack_distances(previous_refs(sub, sub_distinct), order), tokens[keep], rate, total
     )
     took = time.perf_counter() - start
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)

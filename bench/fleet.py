@@ -115,12 +115,13 @@ def stored_conversations(work: Path, refs: int) -> Path:
     return folder
 
 
-def conversation_trace(work: Path, refs: int) -> Path:
+def conversation_trace(work: Path, refs: int, chat_ids: bool = True) -> Path:
     """The generated conversation trace of about `refs` references, written once per work
-    folder."""
-    log = work / f"conversations-{refs}.jsonl"
+    folder: Bailian's lines (sessions named), or without `chat_ids` Mooncake's."""
+    log = work / f"conversations-{'' if chat_ids else 'mooncake-'}{refs}.jsonl"
     if not log.exists():
-        write_jsonl(_up_to_refs(mooncake_requests(refs, conversations=CONVERSATIONS), refs), log)
+        rows = mooncake_requests(refs, conversations=CONVERSATIONS, chat_ids=chat_ids)
+        write_jsonl(_up_to_refs(rows, refs), log)
     return log
 
 

@@ -115,14 +115,17 @@ def mooncake_requests(
     mean_gap_ms: float = 20.0,
     conversations: float = 0.0,
     open_conversations: int = 1000,
+    chat_ids: bool = True,
 ) -> Iterator[dict]:
     """Pre-hashed trace: shared system prefixes, Zipf-popular documents, unique tails.
 
     With `conversations` > 0 that share of the requests are later turns of a conversation
     still open (at most `open_conversations` at once, each of one to eight turns): the
-    previous turn's full blocks, then new blocks for the answer and the next question. The
-    lines are then Bailian's (metrics.md section 7): chat_id and parent_chat_id chain the
-    turns into sessions, timestamps are seconds, blocks hold 16 tokens."""
+    previous turn's full blocks, then new blocks for the answer and the next question. With
+    `chat_ids` the lines are then Bailian's (metrics.md section 7): chat_id and
+    parent_chat_id chain the turns into sessions, timestamps are seconds, blocks hold 16
+    tokens; without, they stay Mooncake's, the conversations seen only in the history their
+    turns share."""
     rng = random.Random(seed)
     next_id = 0
 
@@ -136,7 +139,8 @@ def mooncake_requests(
     docs = [fresh(rng.randint(3, 18)) for _ in range(documents)]
     # (random.choices draws the same with the running sum given as with the weights)
     cum_weights = list(itertools.accumulate(1 / (rank + 1) ** 1.05 for rank in range(documents)))
-    block = BAILIAN_BLOCK if conversations else MOONCAKE_BLOCK
+    bailian = conversations > 0 and chat_ids
+    block = BAILIAN_BLOCK if bailian else MOONCAKE_BLOCK
     chats = _OpenChats(rng, open_conversations)
     t = 0.0
     for i in range(requests):
@@ -158,9 +162,10 @@ def mooncake_requests(
             "output_length": rng.randint(1, 500),
             "hash_ids": ids,
         }
-        if conversations:
+        parent = chats.record(chat, i, ids) if conversations else -1
+        if bailian:
             row["timestamp"] = round(t / 1000, 3)
-            row["chat_id"], row["parent_chat_id"] = i, chats.record(chat, i, ids)
+            row["chat_id"], row["parent_chat_id"] = i, parent
         yield row
 
 

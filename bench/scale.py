@@ -18,7 +18,7 @@ from bench.harness import MANAGE, ProcessTimer, work_folder
 
 def run(refs: int, workdir: str | None, timer: ProcessTimer) -> None:
     work = work_folder(workdir)
-    log = conversation_trace(work, refs)
+    log = conversation_trace(work, refs, chat_ids=False)
     out = work / f"scale-{refs}.json"
     cmd = [*MANAGE, "analyze", str(log), "--json", str(out)]
     wall, rss, code = timer.best(cmd)

@@ -107,6 +107,10 @@ class _LogReading:
         for file_index, log_file in enumerate(self.files):
             self._file(file_index, log_file)
         builder = self._usable()
+        # the log outlives this pass: it must not hold it (nor, through it, the builder's
+        # columns) in a reference cycle, freed only when the collector next runs
+        requests = builder.requests
+        self.log.requests_read = lambda: requests
         if builder.inexact_texts:
             self.log.note(inexact_texts_note(builder.inexact_texts, builder.tokenizer_file))
         self._report(self.total_bytes)
@@ -126,8 +130,10 @@ class _LogReading:
         # too, and through a file of blank lines (where no line is ever handed out)
         before = self.done_bytes
         log_file.on_chunk = lambda: self._report(before + log_file.bytes_read())
-        # closed on every way out: an error raised mid-file must not leave the file open
+        # closed on every way out: an error raised mid-file must not leave the file open;
+        # the callback dropped, so the file and this pass hold no cycle
         with ExitStack() as open_lines:
+            open_lines.callback(setattr, log_file, "on_chunk", None)
             try:
                 if self._is_gateway_csv(log_file):
                     rows = open_lines.enter_context(closing(gateway_rows(log_file)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.heap import release_free_heap
 from analysis.ingest.options import IngestOptions
 from analysis.ingest.read import read_log
 from analysis.progress import Progress, ProgressFn
@@ -42,7 +43,10 @@ def ingest_streams(
     every error, note and skipped-line entry.
     """
     builder, file_names, log = read_log(paths, options, progress, byte_range, None, names)
-    return builder.finish(file_names, log)
+    streams = builder.finish(file_names, log)
+    del builder  # its columns, copied into the streams
+    release_free_heap()
+    return streams
 
 
 def ingest_to_folders(

@@ -285,7 +285,12 @@ class BlockColumns:
         self.settle()
         spilled = spill.load(self.spill_name) if spill is not None else None
         parts = ([] if spilled is None else [spilled]) + self.keys
-        return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        if len(parts) == 1:
+            return parts[0]
+        keys = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        if spilled is None:  # the joined keys replace their parts: one copy held, not two
+            self.keys = [keys] if keys.size else []
+        return keys
 
     def ref_start(self) -> np.ndarray:
         nblocks = as_array(self.nblocks, np.int64)

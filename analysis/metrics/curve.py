@@ -16,7 +16,7 @@ from analysis.mrc import (
     stack_distances,
 )
 from analysis.params import AnalysisParams
-from analysis.reuse import dense_ids, hits_within, prev_next
+from analysis.reuse import dense_ids, hits_within, previous_refs
 from analysis.stream import BlockStream
 
 
@@ -87,7 +87,7 @@ def sampled_curve(
     session (_sampled_same_session)."""
     keep = sampled(ids, rate)
     sub_ids, sub_distinct = dense_ids(ids[keep])
-    sub_prev, _ = prev_next(sub_ids, sub_distinct)
+    sub_prev = previous_refs(sub_ids, sub_distinct)
     dist = stack_distances(sub_prev, request_starts(ref_req[keep]))
     eligible = _eligible(reuse[keep], lifetime_us, counted[keep] if counted is not None else None)
     tokens = stream.ref_tokens[keep]

@@ -43,7 +43,14 @@ from analysis.mrc import stack_distances
 from analysis.params import AnalysisParams, FleetParams
 from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
-from analysis.reuse import hits_within, prev_next, ref_reuse_times, salt_codes, scoped_ids, to_us
+from analysis.reuse import (
+    hits_within,
+    previous_refs,
+    ref_reuse_times,
+    salt_codes,
+    scoped_ids,
+    to_us,
+)
 from analysis.segments import (
     Occurrences,
     misplaced_tokens,
@@ -81,13 +88,11 @@ class _Run:
     ref_req: np.ndarray  # request of each block reference
     salts: np.ndarray  # scope salt code of each request
     ids: np.ndarray  # scoped key id of each reference
-    prev: np.ndarray  # previous / next reference to the same scoped key (-1: none)
-    nxt: np.ndarray
+    prev: np.ndarray  # previous reference to the same scoped key (-1: none)
     reuse: np.ndarray  # us since that previous reference (-1: a first reference)
     same_session: np.ndarray  # that previous reference was of the same session
     distinct: int  # distinct scoped keys
-    grid: TimeGrid
-    ref_grid: np.ndarray  # grid index of each reference
+    grid: TimeGrid  # (a reference's grid index: grid.of_request[ref_req], never stored)
     segments: _Segments | None  # chat logs only
 
 
@@ -244,7 +249,7 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
     ref_req = stream.ref_request()
     salts = salt_codes(stream.req_tenant, stream.req_user, params.scope)
     ids, distinct = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
-    prev, nxt = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     grid = TimeGrid.of_requests(stream.req_t_us)
     segments = None
     if stream.source_format == "chat":
@@ -269,12 +274,10 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         salts=salts,
         ids=ids,
         prev=prev,
-        nxt=nxt,
         reuse=ref_reuse_times(stream.req_t_us, ref_req, prev),
         same_session=same_session_refs(stream, ref_req, prev),
         distinct=int(distinct),
         grid=grid,
-        ref_grid=grid.of_request[ref_req],
         segments=segments,
     )
 
@@ -288,8 +291,8 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     counted_hit = hit if run.counted is None else hit & run.counted
     hit_tokens = int(stream.ref_tokens.sum(where=counted_hit, dtype=np.int64))
     same_tokens = int(stream.ref_tokens.sum(where=counted_hit & run.same_session, dtype=np.int64))
-    useful = useful_working_set(run.grid, run.ref_grid, run.prev, run.reuse, w_us)
-    ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.ref_grid, run.nxt, w_us)
+    useful = useful_working_set(run.grid, run.ref_req, run.prev, run.reuse, w_us)
+    ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.prev, w_us)
     p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
     report = WindowReport(
         window_s=float(window_s),

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analysis.reuse import dense_ids
+from analysis.reuse import (
+    _ESTIMATE_ABOVE,
+    _factorize,
+    _sampled_keys,
+    _table_bits,
+    dense_ids,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -28,3 +34,32 @@ def test_the_table_grows_past_its_first_size():
     assert distinct == np.unique(keys).size
     assert np.array_equal(codes[:200_000], np.arange(200_000))
     assert np.array_equal(codes[200_000:], np.arange(200_000)[::-1])
+
+
+def test_a_long_stream_sizes_its_table_from_a_sample():
+    # past _ESTIMATE_ABOVE references the table starts at twice the distinct keys a 1/64
+    # sample promises: the codes are those of a table that starts small and grows
+    rng = np.random.default_rng(7)
+    distinct_keys = rng.integers(0, 2**64 - 1, size=1_500_000, dtype=np.uint64)
+    stream = distinct_keys[rng.integers(0, distinct_keys.size, size=_ESTIMATE_ABOVE + 1000)]
+    bits = _table_bits(stream)
+    seen = np.unique(stream).size
+    assert 2 * seen <= 2**bits < 2 * 2.1 * 1.1 * seen  # the estimate is within 10 %
+    codes, distinct = dense_ids(stream)
+    grown = np.empty(stream.size, dtype=np.int32)
+    assert _factorize(stream, grown, 16) == distinct == seen
+    assert np.array_equal(codes, grown)
+    # first appearance order, checked independently of the hash table
+    _, first = np.unique(stream, return_index=True)
+    order = np.argsort(first)
+    assert np.array_equal(codes[first[order]], np.arange(distinct))
+
+
+def test_the_sample_is_a_share_of_the_distinct_keys():
+    rng = np.random.default_rng(8)
+    keys = rng.integers(0, 2**64 - 1, size=640_000, dtype=np.uint64)
+    sample = _sampled_keys(np.concatenate([keys, keys]), 6)
+    # every reference of a sampled key is kept: each sampled key twice
+    values, counts = np.unique(sample, return_counts=True)
+    assert (counts == 2).all()
+    assert abs(values.size - keys.size / 64) < 4 * np.sqrt(keys.size / 64)

@@ -39,7 +39,7 @@ import pytest
 
 from analysis import AnalysisParams, BlockStream, IngestOptions, Report, analyze, ingest
 from analysis.mrc import hit_tokens_by_capacity, stack_distances
-from analysis.reuse import dense_ids, prev_next
+from analysis.reuse import dense_ids, previous_refs
 from tests.golden.cases import shared_trace
 
 from .peers import peer_python
@@ -102,7 +102,7 @@ def _engine_hit_tokens(stream: BlockStream) -> np.ndarray:
     """Hit tokens by capacity in blocks, as the report's curve counts them: engine-order
     stack distances, references of the warm-up requests left out."""
     ids, distinct = dense_ids(stream.ref_key)
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     starts = np.asarray(stream.req_ref_start, dtype=np.int64)
     counted = stream.ref_request() >= math.floor(WARMUP * stream.requests)
     return hit_tokens_by_capacity(stack_distances(prev, starts), stream.ref_tokens, counted)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from analysis import IngestOptions, ingest
 from analysis.mrc import hit_tokens_by_capacity, request_starts, stack_distances
-from analysis.reuse import dense_ids, prev_next
+from analysis.reuse import dense_ids, previous_refs
 from tests.analysis.lru_oracle import engine_order_lru_hits
 from tests.golden.cases import shared_trace
 
@@ -18,7 +18,7 @@ from tests.golden.cases import shared_trace
 def engine_distances(requests: list[list[int]]) -> list[int]:
     keys = np.asarray([k for r in requests for k in r], dtype=np.uint64)
     ids, distinct = dense_ids(keys)
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     starts = np.cumsum([0, *(len(r) for r in requests)])
     return stack_distances(prev, starts).tolist()
 
@@ -37,7 +37,7 @@ def test_a_shared_head_outlives_the_tails_that_follow_it():
     # the classic order touches s then a, leaving a on top: s falls to depth 2
     keys = np.asarray([1, 2, 1, 3, 1, 2], dtype=np.uint64)
     ids, distinct = dense_ids(keys)
-    assert stack_distances(prev_next(ids, distinct)[0]).tolist() == [0, 0, 2, 0, 2, 3]
+    assert stack_distances(previous_refs(ids, distinct)).tolist() == [0, 0, 2, 0, 2, 3]
     # so one slot holds the shared prompt for both later requests: 2 hits, not 0
     assert engine_lru_hits(requests, 1) == 2
 
@@ -77,7 +77,7 @@ def test_the_shared_trace_at_small_capacities_as_an_engine_lru():
     assert trace is not None, "the shared Mooncake trace is not on this machine"
     stream = ingest([trace], IngestOptions(hash_key=b"lru-order-test-key"))
     ids, distinct = dense_ids(stream.ref_key)
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     starts = np.asarray(stream.req_ref_start, dtype=np.int64)
     tokens = stream.ref_tokens.astype(np.int64)
     cum = hit_tokens_by_capacity(stack_distances(prev, starts), tokens)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest
 from analysis.mrc import hit_tokens_by_capacity, stack_distances
-from analysis.reuse import dense_ids, hits_within, prev_next, reuse_times
+from analysis.reuse import dense_ids, hits_within, previous_refs, reuse_times
 from tests.analysis.lru_oracle import engine_order_lru_hits
 
 HASH_KEY = b"test-secret-0123456789"  # as in conftest (not imported: module name clashes)
@@ -22,7 +22,7 @@ HASH_KEY = b"test-secret-0123456789"  # as in conftest (not imported: module nam
 def engine_hits_by_capacity(keys, tokens, times=None, lifetime=None) -> list[int]:
     """Token hits of the engine's one-pass curve at capacities 0..len(set(keys))."""
     ids, distinct = dense_ids(np.asarray(keys, dtype=np.uint64))
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     dist = stack_distances(prev)
     eligible = None
     if lifetime is not None:
@@ -62,7 +62,7 @@ def test_stack_distances_hand_example():
     #               a: {b, d} -> 3   (b counted once although referenced twice)
     keys = np.array([1, 2, 3, 1, 2, 2, 4, 1], dtype=np.uint64)
     ids, distinct = dense_ids(keys)
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     assert prev.tolist() == [-1, -1, -1, 0, 1, 4, -1, 3]
     assert stack_distances(prev).tolist() == [0, 0, 0, 3, 3, 1, 0, 3]  # 0 = infinite
 

@@ -7,7 +7,7 @@ import pytest
 
 from analysis import AnalysisParams, analyze
 from analysis.mrc import hit_tokens_by_capacity, sampled, shards_hit_tokens, stack_distances
-from analysis.reuse import dense_ids, prev_next
+from analysis.reuse import dense_ids, previous_refs
 from analysis.stream import BlockStream
 
 
@@ -20,7 +20,7 @@ def _zipf_stream(n: int, keys: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def test_rate_one_is_the_exact_curve():
     ids, distinct = _zipf_stream(50_000, 5_000, 1)
     tokens = np.full(ids.size, 16, dtype=np.int32)
-    dist = stack_distances(prev_next(ids, distinct)[0])
+    dist = stack_distances(previous_refs(ids, distinct))
     assert sampled(ids, 1.0).all()
     exact = hit_tokens_by_capacity(dist, tokens)
     assert np.array_equal(shards_hit_tokens(dist, tokens, 1.0, int(tokens.sum())), exact)
@@ -31,12 +31,12 @@ def test_sampled_curve_is_within_a_few_points_of_the_exact_one(rate):
     ids, distinct = _zipf_stream(400_000, 40_000, 2)
     tokens = np.full(ids.size, 16, dtype=np.int32)
     total = int(tokens.sum())
-    exact = hit_tokens_by_capacity(stack_distances(prev_next(ids, distinct)[0]), tokens)
+    exact = hit_tokens_by_capacity(stack_distances(previous_refs(ids, distinct)), tokens)
     keep = sampled(ids, rate)
     # the sample really is spatial: every reference to a kept key is kept
     assert set(ids[keep]).isdisjoint(set(ids[~keep]))
     sub, sub_distinct = dense_ids(ids[keep])
-    approx = shards_hit_tokens(stack_distances(prev_next(sub, sub_distinct)[0]),
+    approx = shards_hit_tokens(stack_distances(previous_refs(sub, sub_distinct)),
                                tokens[keep], rate, total)  # fmt: skip
     capacities = np.arange(int(100 / rate), exact.size, 97)
     exact_ratio = exact[np.minimum(capacities, exact.size - 1)] / total

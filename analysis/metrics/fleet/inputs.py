@@ -10,6 +10,7 @@ import numpy as np
 
 from analysis.metrics.fleet.tiers import TierDistances
 from analysis.mrc import sampled
+from analysis.reuse import repeated_in_request
 
 
 class StreamColumns(NamedTuple):
@@ -68,7 +69,7 @@ def fleet_inputs(
 ) -> FleetInputs:
     starts = np.asarray(columns.starts, dtype=np.int64)
     columns = columns._replace(starts=starts)
-    repeat = refs.prev >= starts[refs.ref_req]  # a key's later copy within its request
+    repeat = repeated_in_request(refs.prev, starts)
     in_sample = sampled(refs.ids, rate) if rate < 1.0 else None
     keep = ~repeat if repeat.any() else None
     if in_sample is not None:

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from analysis.mrc import request_starts, stack_distances
-from analysis.reuse import prev_next, ref_reuse_times
+from analysis.reuse import previous_refs, ref_reuse_times
 
 
 class TierDistances(NamedTuple):
@@ -35,7 +35,7 @@ def tier_distances(
     """Both tiers' distances over one stream of references, in engine order. Without a
     GPU tier (`gpu_tier` False) and with k > 1 nothing reads the stream's own distances:
     they are left at 0 (never a GPU hit), saving the costliest pass of the two."""
-    prev, _ = prev_next(ids, distinct)
+    prev = previous_refs(ids, distinct)
     if gpu_tier or store_threshold <= 1:
         gpu = stack_distances(prev, request_starts(ref_req))
     else:
@@ -60,7 +60,7 @@ def admitted_distances(
         return distances
     admitted = occurrence_numbers(ids, distinct) >= store_threshold
     out = np.zeros(ids.size, dtype=distances.dtype)
-    prev, _ = prev_next(ids[admitted], distinct)
+    prev = previous_refs(ids[admitted], distinct)
     out[admitted] = stack_distances(prev, request_starts(ref_req[admitted]))
     return out
 

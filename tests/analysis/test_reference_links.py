@@ -1,0 +1,45 @@
+"""The per-reference links every measure reads, against their definitions in plain
+Python: the previous reference to the same key, a key's repeat within its request, and
+SHARDS' sample of the keys."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from analysis.mrc import sampled
+from analysis.reuse import dense_ids, previous_refs, repeated_in_request
+
+requests_of_keys = st.lists(st.lists(st.integers(0, 6), max_size=6), max_size=25)
+
+
+def _flatten(requests: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.array([k for r in requests for k in r], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum([len(r) for r in requests]))).astype(np.int64)
+    return keys, starts
+
+
+@settings(max_examples=120, deadline=None)
+@given(requests_of_keys)
+def test_previous_refs_and_repeats_within_a_request(requests):
+    keys, starts = _flatten(requests)
+    ids, distinct = dense_ids(keys)
+    prev = previous_refs(ids, distinct)
+    expected_prev = [max((j for j in range(i) if keys[j] == keys[i]), default=-1)
+                     for i in range(keys.size)]  # fmt: skip
+    assert prev.tolist() == expected_prev
+    request_of = np.repeat(np.arange(len(requests)), np.diff(starts))
+    repeats = repeated_in_request(prev, starts)
+    assert repeats.tolist() == [bool(p >= 0 and request_of[p] == request_of[i])
+                                for i, p in enumerate(expected_prev)]  # fmt: skip
+
+
+def test_sampled_keeps_the_ids_whose_hash_falls_under_the_rate():
+    rng = np.random.default_rng(3)
+    for dtype in (np.int32, np.int64):
+        ids = rng.integers(0, 2**31 - 1, 20_000).astype(dtype)
+        for rate in (0.01, 0.04, 0.3):
+            top = [(int(i) * 0x9E3779B97F4A7C15 % 2**64) >> 40 for i in ids]  # Python ints
+            expected = [t < round(rate * 2**24) for t in top]
+            assert sampled(ids, rate).tolist() == expected
+            assert abs(np.mean(expected) - rate) < 0.01
