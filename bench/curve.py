@@ -11,13 +11,8 @@ import time
 
 import numpy as np
 
-from analysis.mrc import (
-    hit_tokens_by_capacity,
-    request_starts,
-    sampled,
-    shards_hit_tokens,
-    stack_distances,
-)
+from analysis.metrics.curve import SampledRefs, sampled_curve
+from analysis.mrc import hit_tokens_by_capacity, sampled, stack_distances
 from analysis.reuse import dense_ids, previous_refs
 from bench.harness import peak_rss_mb
 
@@ -45,26 +40,26 @@ def run(refs: int, keys: int, seed: int, shards_rate: float | None) -> None:
         f"peak RSS {peak_rss_mb():.0f} MB, ceiling {curve[-1] / tokens.sum():.4f}"
     )
     if shards_rate:
-        _compare_shards(dense, tokens, curve, shards_rate)
+        _compare_shards(dense, prev, starts, tokens, curve, shards_rate)
 
 
-def _compare_shards(dense: np.ndarray, tokens: np.ndarray, exact: np.ndarray, rate: float) -> None:
-    """SHARDS at `rate` on the same references: its time, and its worst error against the
-    exact curve from the smallest capacity SHARDS can resolve (100 / rate slots) up."""
+def _compare_shards(
+    dense: np.ndarray, prev: np.ndarray, starts: np.ndarray, tokens: np.ndarray,
+    exact: np.ndarray, rate: float,
+) -> None:  # fmt: skip
+    """SHARDS at `rate` on the same references, as analyze samples them (the engine's own
+    sampled_curve): its time, and its worst error against the exact curve from the
+    smallest capacity SHARDS can resolve (100 / rate slots) up."""
     total = int(tokens.sum())
     start = time.perf_counter()
-    keep = sampled(dense, rate)
-    sub, sub_distinct = dense_ids(dense[keep])
-    # in the order engines evict, as the exact curve: each sampled reference's request
-    requests = np.arange(dense.size) // REFS_PER_REQUEST
-    order = request_starts(requests[keep])
-    approx = shards_hit_tokens(
-        stack_distances(previous_refs(sub, sub_distinct), order), tokens[keep], rate, total
-    )
+    requests = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
+    refs = SampledRefs(dense, requests, prev, starts, tokens, np.zeros(0, np.int64), None,
+                       np.zeros(dense.size, dtype=np.bool_))  # fmt: skip
+    approx = sampled_curve(refs, None, rate).total
     took = time.perf_counter() - start
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)
     error = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]).max() / total
     print(
-        f"  SHARDS rate {rate}: {int(keep.sum()):,} sampled references, {took:.2f} s; "
-        f"max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
+        f"  SHARDS rate {rate}: {int(sampled(dense, rate).sum()):,} sampled references, "
+        f"{took:.2f} s; max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
     )

@@ -16,8 +16,7 @@ from analysis.mrc import (
     stack_distances,
 )
 from analysis.params import AnalysisParams
-from analysis.reuse import dense_ids, hits_within, previous_refs
-from analysis.stream import BlockStream
+from analysis.reuse import dense_ids, hits_within, previous_refs, repeated_in_request
 
 
 def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
@@ -72,29 +71,46 @@ def _eligible(
     return counted if eligible is None else eligible & counted
 
 
-def sampled_curve(
-    stream: BlockStream,
-    ids: np.ndarray,
-    ref_req: np.ndarray,
-    reuse: np.ndarray,
-    lifetime_us: int | None,
-    rate: float,
-    counted: np.ndarray | None,
-    same_session: np.ndarray,
-) -> HitCurve:
+class SampledRefs(NamedTuple):
+    """The per-reference columns a SHARDS curve reads: the analysis's scoped references."""
+
+    ids: np.ndarray  # dense scoped key id
+    ref_req: np.ndarray  # request of each reference
+    prev: np.ndarray  # previous reference to the same id (-1: none)
+    starts: np.ndarray  # each request's first reference, then the total
+    tokens: np.ndarray
+    reuse: np.ndarray  # us since the previous reference (read with a lifetime only)
+    counted: np.ndarray | None  # past the warm-up (None: every reference)
+    same_session: np.ndarray
+
+
+def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> HitCurve:
     """The curve from the SHARDS sample of the scoped keys' dense `ids` (the analysis's
     own: factorizing 100 M keys again cost 8 s): distances on the sampled stream, split by
-    session (_sampled_same_session)."""
-    keep = sampled(ids, rate)
-    sub_ids, sub_distinct = dense_ids(ids[keep])
+    session (_sampled_same_session).
+
+    A key's later copies within one request are known never to hit without sampling
+    anything (`prev` says which they are), so they stay out of the sample and out of the
+    tokens it stands for: counted in the sample's count adjustment, which adds what the
+    sample lacks as hits, they made the ceiling too high by their share (2.7 % of a Zipf
+    stream's references)."""
+    keep = sampled(refs.ids, rate)
+    looked_up = ~repeated_in_request(refs.prev, refs.starts)
+    keep &= looked_up
+    sub_ids, sub_distinct = dense_ids(refs.ids[keep])
     sub_prev = previous_refs(sub_ids, sub_distinct)
-    dist = stack_distances(sub_prev, request_starts(ref_req[keep]))
-    eligible = _eligible(reuse[keep], lifetime_us, counted[keep] if counted is not None else None)
-    tokens = stream.ref_tokens[keep]
-    total = shards_hit_tokens(dist, tokens, rate, _ref_tokens(stream), eligible)
-    same = same_session[keep] if eligible is None else same_session[keep] & eligible
+    dist = stack_distances(sub_prev, request_starts(refs.ref_req[keep]))
+    # (the reuse times only with a lifetime: none is read without one)
+    eligible = _eligible(refs.reuse[keep] if lifetime_us is not None else refs.reuse[:0],
+                         lifetime_us,
+                         refs.counted[keep] if refs.counted is not None else None)  # fmt: skip
+    tokens = refs.tokens[keep]
+    looked_up_tokens = int(refs.tokens.sum(where=looked_up, dtype=np.int64))
+    del looked_up
+    total = shards_hit_tokens(dist, tokens, rate, looked_up_tokens, eligible)
+    same = refs.same_session[keep] if eligible is None else refs.same_session[keep] & eligible
     # the count adjustment shards_hit_tokens adds from the smallest hit distance on
-    adjustment = (rate * _ref_tokens(stream) - float(tokens.sum())) / rate
+    adjustment = (rate * looked_up_tokens - float(tokens.sum())) / rate
     return HitCurve(total, _sampled_same_session(dist, tokens, eligible, same, rate,
                                                  adjustment, total))  # fmt: skip
 
@@ -121,10 +137,6 @@ def _sampled_same_session(
     shifted = raw_same / rate
     shifted[first:] += adjustment * (raw_same[-1] / raw_all[-1])
     return np.clip(np.rint(shifted), 0, total).astype(np.int64)
-
-
-def _ref_tokens(stream: BlockStream) -> int:
-    return int(stream.ref_tokens.sum(dtype=np.int64))
 
 
 def curve_points(

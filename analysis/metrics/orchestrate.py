@@ -15,6 +15,7 @@ from analysis.budgets import memory_budgets
 from analysis.metrics.at_budget import at_budgets
 from analysis.metrics.curve import (
     HitCurve,
+    SampledRefs,
     curve_points,
     exact_curve,
     hit_share,
@@ -148,8 +149,9 @@ def _single_cache(run: _Run) -> tuple[Report, HitCurve, np.ndarray | None]:
     stream, params = run.stream, run.params
     distances = None
     if run.rate < 1.0:
-        curve = sampled_curve(stream, run.ids, run.ref_req, run.reuse, run.lifetime_us,
-                              run.rate, run.counted, run.same_session)  # fmt: skip
+        refs = SampledRefs(run.ids, run.ref_req, run.prev, stream.req_ref_start,
+                           stream.ref_tokens, run.reuse, run.counted, run.same_session)  # fmt: skip
+        curve = sampled_curve(refs, run.lifetime_us, run.rate)
     else:
         distances = stack_distances(run.prev, stream.req_ref_start)
         curve = exact_curve(distances, stream.ref_tokens, run.reuse, run.lifetime_us,

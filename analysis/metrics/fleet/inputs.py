@@ -76,9 +76,11 @@ def fleet_inputs(
         keep = in_sample if keep is None else in_sample & keep
     tokens = columns.tokens
     adjustment = 0.0
-    if in_sample is not None:  # as analysis.metrics.curve's sampled curve counts it
-        total = float(tokens.sum(dtype=np.int64))
-        adjustment = (rate * total - float(tokens.sum(where=in_sample, dtype=np.int64))) / rate
+    if in_sample is not None:  # as analysis.metrics.curve's sampled curve counts it:
+        # the references looked up (repeats never are, and never hit)
+        assert keep is not None
+        total = float(tokens.sum(where=~repeat, dtype=np.int64))
+        adjustment = (rate * total - float(tokens.sum(where=keep, dtype=np.int64))) / rate
     view_req = refs.ref_req if keep is None else refs.ref_req[keep]
     whole = None
     if refs.distances is not None:
