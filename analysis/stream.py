@@ -259,13 +259,18 @@ class BlockStream(StreamHeader):
         segments: dict[str, Any] = _columns(seg, SEGMENT_DTYPES)
         segments.update({n: seg.column(n).to_pylist() for n in _SEGMENT_TEXTS
                          if n in seg.column_names})  # fmt: skip
-        return cls.from_columns(
+        stream = cls.from_columns(
             header,
             _request_columns(pq.read_table(folder / "requests.parquet")),
             _columns(pq.read_table(folder / "refs.parquet"), _REFS_DTYPES),
             segments,
             _columns(pq.read_table(folder / "occurrences.parquet"), _OCCURRENCES_DTYPES),
         )
+        # Arrow's pool keeps what reading the files freed (the pages decoded on the way):
+        # as much again as the columns themselves, held through the analysis unless handed
+        # back (100 M references: 3.0 GB resident, 1.7 GB after)
+        pa.default_memory_pool().release_unused()
+        return stream
 
 
 def ref_start(blocks: np.ndarray) -> np.ndarray:

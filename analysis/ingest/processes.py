@@ -15,7 +15,6 @@ work under `if __name__ == "__main__":` (manage.py does)."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,41 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.ingest.options import SPLIT_BYTES, IngestOptions
-from analysis.ingest.split import plan_parts, splittable
+from analysis.ingest.options import IngestOptions
 from analysis.readers.lines import ByteRange
-from analysis.readers.sniff import first_line
 
 if TYPE_CHECKING:
     from analysis.stream import BlockStream
-
-
-def part_ranges(
-    paths: Sequence[str | Path],
-    options: IngestOptions,
-    processes: int,
-    split_bytes: int | None = None,
-) -> list[ByteRange | None]:
-    """What each worker process reads: line-aligned parts (up to `processes`, none under
-    half of `split_bytes`) of one plain log of at least `split_bytes` (default
-    SPLIT_BYTES), or every log whole ([None])."""
-    if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
-        return [None]
-    path, split = paths[0], split_bytes or SPLIT_BYTES
-    size = os.path.getsize(path)
-    if size < split or not splittable(path, options.format):
-        return [None]
-    # no part under half the split size: each worker pays its own start-up (the tokenizer's
-    # ranks, the reading half of the engine), which a sliver of a log does not win back
-    return list(plan_parts(path, min(processes, size // max(split // 2, 1))))
-
-
-def _pre_hashed(path: str | Path, log_format: str) -> bool:
-    """A pre-hashed trace, asked for or as its first line says: read whole, by Arrow's
-    column reader, which uses every core already (parts would go line by line)."""
-    if log_format in ("mooncake", "bailian"):
-        return True
-    return log_format == "auto" and b'"hash_ids"' in first_line(path)
 
 
 @dataclass

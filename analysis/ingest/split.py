@@ -4,11 +4,14 @@ processes that read them, before it imports the reading half of the engine."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.ingest.options import SPLIT_BYTES, IngestOptions
 from analysis.readers.inflate import GZIP_MAGIC
 from analysis.readers.lines import ByteRange, split_lines
-from analysis.readers.sniff import sniff_format
+from analysis.readers.sniff import first_line, sniff_format
 
 
 def splittable(path: str | Path, log_format: str = "auto") -> bool:
@@ -28,3 +31,31 @@ def plan_parts(path: str | Path, parts: int) -> list[ByteRange]:
     """The byte ranges of a plain (not gzip) log, line-aligned, for `parts` parts (fewer
     when the log is short)."""
     return split_lines(path, parts)
+
+
+def part_ranges(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    processes: int,
+    split_bytes: int | None = None,
+) -> list[ByteRange | None]:
+    """What each worker process reads: line-aligned parts (up to `processes`, none under
+    half of `split_bytes`) of one plain log of at least `split_bytes` (default
+    SPLIT_BYTES), or every log whole ([None])."""
+    if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
+        return [None]
+    path, split = paths[0], split_bytes or SPLIT_BYTES
+    size = os.path.getsize(path)
+    if size < split or not splittable(path, options.format):
+        return [None]
+    # no part under half the split size: each worker pays its own start-up (the tokenizer's
+    # ranks, the reading half of the engine), which a sliver of a log does not win back
+    return list(plan_parts(path, min(processes, size // max(split // 2, 1))))
+
+
+def _pre_hashed(path: str | Path, log_format: str) -> bool:
+    """A pre-hashed trace, asked for or as its first line says: read whole, by Arrow's
+    column reader, which uses every core already (parts would go line by line)."""
+    if log_format in ("mooncake", "bailian"):
+        return True
+    return log_format == "auto" and b'"hash_ids"' in first_line(path)

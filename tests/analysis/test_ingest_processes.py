@@ -16,7 +16,8 @@ import orjson
 import pytest
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
-from analysis.ingest.processes import ingest_in_processes, part_ranges
+from analysis.ingest.processes import ingest_in_processes
+from analysis.ingest.split import part_ranges
 from bench.generate import chat_requests
 from tests.analysis.test_parallel_ingest import ARRAYS, _chat_log
 from tests.golden.cases import shared_trace

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from analysis import AnalysisParams, IngestOptions, analyze, ingest, preset
-from analysis.ingest import processes
+from analysis.ingest import processes, split
 from analysis.params import FleetParams
 from tests.analysis.factories import as_gateway_csv
 from tests.golden.cases import shared_trace
@@ -327,9 +327,9 @@ def test_processes_one_reads_in_this_process_with_the_same_report(tmp_path):
 
 def test_a_big_plain_log_is_read_in_parts_by_worker_processes(chat_log, tmp_path, monkeypatch):
     # the split size lowered to the log's own: two real worker processes read a part each
-    monkeypatch.setattr(processes, "SPLIT_BYTES", chat_log.stat().st_size)
+    monkeypatch.setattr(split, "SPLIT_BYTES", chat_log.stat().st_size)
     options = IngestOptions(hash_key=b"k" * 32)
-    assert len(processes.part_ranges([chat_log], options, 2)) == 2
+    assert len(split.part_ranges([chat_log], options, 2)) == 2
     _run(chat_log, "--json", tmp_path / "parts.json", "--processes", "2")
     _run(chat_log, "--json", tmp_path / "one.json", "--processes", "1")
     parts, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("parts", "one"))
@@ -346,7 +346,7 @@ def stop_worker(*args) -> None:
 
 def test_a_worker_that_stops_is_a_one_line_error(chat_log, tmp_path, monkeypatch):
     # spawned workers import this module and run the function by name: it stops them
-    monkeypatch.setattr(processes, "SPLIT_BYTES", chat_log.stat().st_size)
+    monkeypatch.setattr(split, "SPLIT_BYTES", chat_log.stat().st_size)
     monkeypatch.setattr(processes, "_read_part", stop_worker)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()

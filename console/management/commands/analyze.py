@@ -259,10 +259,10 @@ def read_logs(logs: list[str], processes: int | None, options: IngestOptions) ->
     ~0.4 s); anything else read here, whole, while a thread loads them (Arrow's reader and
     the file's reading release the GIL for part of it: ~5 % of a small trace's run)."""
     from analysis.cores import usable_cores
-    from analysis.ingest.processes import ingest_in_processes, part_ranges
+    from analysis.ingest.split import part_ranges
+    from analysis.metrics.warm import warm_kernels
 
     ranges = part_ranges(logs, options, processes or usable_cores())
-    from analysis.metrics.warm import warm_kernels
 
     if ranges == [None]:
         from analysis import ingest  # the reading half: the workers import their own
@@ -273,6 +273,8 @@ def read_logs(logs: list[str], processes: int | None, options: IngestOptions) ->
             return ingest(logs, options)
         finally:
             warming.join()
+
+    from analysis.ingest.processes import ingest_in_processes  # (worker processes' machinery)
 
     with ingest_in_processes(logs, options, ranges) as pending:
         warm_kernels()
