@@ -10,6 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from analysis.cores import usable_cores
 from console.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -170,8 +171,13 @@ Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)  # Django's checks
 KVSCOPE_ORPHAN_SECONDS = env_int("KVSCOPE_ORPHAN_SECONDS", 6 * 3600, minimum=60)
 
 # Parallel ingest: a plain log of at least KVSCOPE_PARALLEL_MIN_BYTES is split into this
-# many line-aligned parts, one Celery task each (1 = never split).
-KVSCOPE_INGEST_PARTS = env_int("KVSCOPE_INGEST_PARTS", 1, minimum=1)
+# many line-aligned parts, one Celery task each (1 = never split). By default one part per
+# usable core where a broker hands the parts to real workers (one worker runs as many side
+# by side as its concurrency, the cores by default); with tasks run eagerly, in the web
+# process, one after the other, parts would only add their merge: one.
+KVSCOPE_INGEST_PARTS = env_int(
+    "KVSCOPE_INGEST_PARTS", usable_cores() if env_str("CELERY_BROKER_URL", "") else 1, minimum=1
+)
 KVSCOPE_PARALLEL_MIN_BYTES = env_int("KVSCOPE_PARALLEL_MIN_BYTES", 256 * 1024**2, minimum=1)
 
 # Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.

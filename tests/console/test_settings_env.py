@@ -76,3 +76,25 @@ def test_production_settings_pass_the_deploy_checks():
         timeout=120,
     )
     assert plain.returncode != 0 and "SESSION_COOKIE_SECURE" in plain.stderr + plain.stdout
+
+
+def _parts_setting(**env: str) -> int:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("CELERY_BROKER_URL", "KVSCOPE_INGEST_PARTS")}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "from django.conf import settings; print(settings.KVSCOPE_INGEST_PARTS)"],
+        env={**clean, "DJANGO_SETTINGS_MODULE": "console.settings", **env},
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return int(result.stdout)
+
+
+def test_a_big_log_is_split_over_the_cores_when_real_workers_take_the_parts():
+    # with a broker, one part per core this process may use (a worker runs as many at once);
+    # run eagerly there is no one to run them side by side: one part
+    cores = len(os.sched_getaffinity(0))
+    assert _parts_setting(CELERY_BROKER_URL="redis://127.0.0.1:6379/15") == cores
+    assert _parts_setting() == 1
+    assert _parts_setting(CELERY_BROKER_URL="redis://127.0.0.1:6379/15",
+                          KVSCOPE_INGEST_PARTS="3") == 3  # fmt: skip
