@@ -137,7 +137,27 @@ _SPACE = 1 << 24
 def sampled(ids: np.ndarray, rate: float) -> np.ndarray:
     """SHARDS spatial sampling: a key is in the sample when hash(key) mod P < rate * P, so
     every reference to a sampled key is kept (reuse distances stay meaningful)."""
-    return _sampled(ids, np.uint64(round(rate * _SPACE)))
+    return _sampled(ids, _threshold(rate))
+
+
+def sampled_looked_up(
+    ids: np.ndarray, prev: np.ndarray, starts: np.ndarray, tokens: np.ndarray, rate: float
+) -> tuple[np.ndarray, int]:
+    """The SHARDS sample of the references an engine looks up, and the tokens of all those
+    it looks up: a key's later copies within a request (`prev` in the request that
+    `starts` says) are never looked up, so never hit; they are known without sampling and
+    stay out of both. One pass, no N-long temporaries (100 M references: 500 MB)."""
+    return _sampled_looked_up(ids, prev, np.asarray(starts, dtype=np.int64), tokens,
+                              _threshold(rate))  # fmt: skip
+
+
+def _threshold(rate: float) -> np.uint64:
+    return np.uint64(round(rate * _SPACE))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _in_sample(key_id, threshold):  # pragma: no cover (compiled)
+    return (np.uint64(key_id) * _GOLDEN) >> np.uint64(40) < threshold  # top 24 bits
 
 
 @numba.njit(cache=True, nogil=True)
@@ -145,8 +165,22 @@ def _sampled(ids, threshold):  # pragma: no cover (compiled)
     # one pass, no 8-byte hash column beside the ids (800 MB over 100 M references)
     out = np.empty(ids.size, dtype=np.bool_)
     for i in range(ids.size):
-        out[i] = (np.uint64(ids[i]) * _GOLDEN) >> np.uint64(40) < threshold  # top 24 bits
+        out[i] = _in_sample(ids[i], threshold)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _sampled_looked_up(ids, prev, starts, tokens, threshold):  # pragma: no cover (compiled)
+    keep = np.empty(ids.size, dtype=np.bool_)
+    looked_up_tokens = 0
+    for r in range(starts.size - 1):
+        first = starts[r]
+        for i in range(first, starts[r + 1]):
+            looked_up = prev[i] < first
+            keep[i] = looked_up and _in_sample(ids[i], threshold)
+            if looked_up:
+                looked_up_tokens += tokens[i]
+    return keep, looked_up_tokens
 
 
 def shards_hit_tokens(dist: np.ndarray, tokens: np.ndarray, rate: float, total_tokens: int,

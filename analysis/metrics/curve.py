@@ -11,12 +11,12 @@ from analysis.mrc import (
     curve_capacities,
     hit_tokens_by_capacity,
     request_starts,
-    sampled,
+    sampled_looked_up,
     shards_hit_tokens,
     stack_distances,
 )
 from analysis.params import AnalysisParams
-from analysis.reuse import dense_ids, hits_within, previous_refs, repeated_in_request
+from analysis.reuse import dense_ids, hits_within, previous_refs
 
 
 def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
@@ -94,9 +94,8 @@ def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> Hi
     tokens it stands for: counted in the sample's count adjustment, which adds what the
     sample lacks as hits, they made the ceiling too high by their share (2.7 % of a Zipf
     stream's references)."""
-    keep = sampled(refs.ids, rate)
-    looked_up = ~repeated_in_request(refs.prev, refs.starts)
-    keep &= looked_up
+    keep, looked_up_tokens = sampled_looked_up(refs.ids, refs.prev, refs.starts, refs.tokens,
+                                               rate)  # fmt: skip
     sub_ids, sub_distinct = dense_ids(refs.ids[keep])
     sub_prev = previous_refs(sub_ids, sub_distinct)
     dist = stack_distances(sub_prev, request_starts(refs.ref_req[keep]))
@@ -105,8 +104,6 @@ def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> Hi
                          lifetime_us,
                          refs.counted[keep] if refs.counted is not None else None)  # fmt: skip
     tokens = refs.tokens[keep]
-    looked_up_tokens = int(refs.tokens.sum(where=looked_up, dtype=np.int64))
-    del looked_up
     total = shards_hit_tokens(dist, tokens, rate, looked_up_tokens, eligible)
     same = refs.same_session[keep] if eligible is None else refs.same_session[keep] & eligible
     # the count adjustment shards_hit_tokens adds from the smallest hit distance on

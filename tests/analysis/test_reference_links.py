@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analysis.mrc import sampled
+from analysis.mrc import sampled, sampled_looked_up
 from analysis.reuse import dense_ids, previous_refs, repeated_in_request
 
 requests_of_keys = st.lists(st.lists(st.integers(0, 6), max_size=6), max_size=25)
@@ -32,6 +32,11 @@ def test_previous_refs_and_repeats_within_a_request(requests):
     repeats = repeated_in_request(prev, starts)
     assert repeats.tolist() == [bool(p >= 0 and request_of[p] == request_of[i])
                                 for i, p in enumerate(expected_prev)]  # fmt: skip
+    # SHARDS' sample of what is looked up: sampled keys, none of their in-request repeats
+    tokens = np.arange(keys.size, dtype=np.int32) + 10
+    keep, looked_up_tokens = sampled_looked_up(ids, prev, starts, tokens, 0.5)
+    assert keep.tolist() == (sampled(ids, 0.5) & ~repeats).tolist()
+    assert looked_up_tokens == sum(int(t) for t, r in zip(tokens, repeats, strict=True) if not r)
 
 
 def test_sampled_keeps_the_ids_whose_hash_falls_under_the_rate():

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.metrics.fleet.tiers import TierDistances
-from analysis.mrc import sampled
+from analysis.mrc import sampled_looked_up
 from analysis.reuse import repeated_in_request
 
 
@@ -69,18 +69,16 @@ def fleet_inputs(
 ) -> FleetInputs:
     starts = np.asarray(columns.starts, dtype=np.int64)
     columns = columns._replace(starts=starts)
-    repeat = repeated_in_request(refs.prev, starts)
-    in_sample = sampled(refs.ids, rate) if rate < 1.0 else None
-    keep = ~repeat if repeat.any() else None
-    if in_sample is not None:
-        keep = in_sample if keep is None else in_sample & keep
     tokens = columns.tokens
     adjustment = 0.0
-    if in_sample is not None:  # as analysis.metrics.curve's sampled curve counts it:
-        # the references looked up (repeats never are, and never hit)
-        assert keep is not None
-        total = float(tokens.sum(where=~repeat, dtype=np.int64))
-        adjustment = (rate * total - float(tokens.sum(where=keep, dtype=np.int64))) / rate
+    keep: np.ndarray | None
+    if rate < 1.0:  # as analysis.metrics.curve's sampled curve samples and counts it
+        keep, looked_up_tokens = sampled_looked_up(refs.ids, refs.prev, starts, tokens, rate)
+        adjustment = rate * looked_up_tokens - float(tokens.sum(where=keep, dtype=np.int64))
+        adjustment /= rate
+    else:
+        repeat = repeated_in_request(refs.prev, starts)
+        keep = ~repeat if repeat.any() else None
     view_req = refs.ref_req if keep is None else refs.ref_req[keep]
     whole = None
     if refs.distances is not None:
