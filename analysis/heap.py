@@ -10,18 +10,18 @@ returns it. Where the C library is not glibc there is nothing to call, and nothi
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Callable
 from functools import cache
 
 
 @cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        trim = ctypes.CDLL(None).malloc_trim  # the C library this process already has
     except (OSError, AttributeError):  # not glibc
         return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def release_free_heap() -> None:

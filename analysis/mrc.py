@@ -147,6 +147,8 @@ def sampled_looked_up(
     it looks up: a key's later copies within a request (`prev` in the request that
     `starts` says) are never looked up, so never hit; they are known without sampling and
     stay out of both. One pass, no N-long temporaries (100 M references: 500 MB)."""
+    if starts[-1] != ids.size:
+        raise ValueError("starts must end at the number of references")
     return _sampled_looked_up(ids, prev, np.asarray(starts, dtype=np.int64), tokens,
                               _threshold(rate))  # fmt: skip
 

@@ -12,20 +12,24 @@ from collections.abc import Callable
 from typing import cast
 
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 _I32 = ir.IntType(32)
 _BYTE_POINTER = ir.IntType(8).as_pointer()
+# the intrinsic's name carries its pointer type: opaque ("p0") since LLVM 15, i8* before
+_NAME = "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
 
 
 @intrinsic
 def _prefetch(typingctx, array, index):  # pragma: no cover (compiled)
     """prefetch(array, i): load array[i]'s cache line for a read (LLVM's llvm.prefetch,
     kept in every cache level). Only a hint: an index out of bounds is never touched."""
-    if not isinstance(array, types.Array) or not isinstance(index, types.Integer):
+    if not isinstance(array, types.Array) or array.ndim != 1:
+        return None
+    if not isinstance(index, types.Integer):
         return None
     signature = types.void(array, index)
 
@@ -35,7 +39,7 @@ def _prefetch(typingctx, array, index):  # pragma: no cover (compiled)
         # (the address only: get_item_pointer does no bounds check and reads nothing)
         pointer = cgutils.get_item_pointer(context, builder, array_type, values, [args[1]])
         hint = ir.FunctionType(ir.VoidType(), [_BYTE_POINTER, _I32, _I32, _I32])
-        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0")
+        function = cgutils.get_or_insert_function(builder.module, hint, _NAME)
         # read (0), keep in every cache level (3), data, not instructions (1)
         builder.call(function, [builder.bitcast(pointer, _BYTE_POINTER), _I32(0), _I32(3),
                                 _I32(1)])  # fmt: skip

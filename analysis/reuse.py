@@ -1,4 +1,4 @@
-"""Reuse in the reference stream: scoped key ids, previous/next references, reuse times.
+"""Reuse in the reference stream: scoped key ids, previous references, reuse times.
 
 Scopes follow metrics.md section 2: a scoped key is H(scope_salt, global key), which has
 exactly the same equalities as pairing the global key with the request's salt code. So
@@ -99,17 +99,24 @@ _ESTIMATE_ABOVE = 1 << 22  # references: below, growing the table costs little
 _SAMPLE_SHIFT = 6  # the estimate's sample: 1 / 64 of the distinct keys
 
 
-def _table_bits(keys: np.ndarray) -> int:
-    """The hash table's starting size: twice the distinct keys a sample of them promises
-    (so the table is never rebuilt while it fills: rebuilding a table of tens of millions
-    of keys, 2 to 4 times over, was half the time). An estimate short by chance only means
-    one doubling; the codes are the same at any starting size."""
-    if keys.size < _ESTIMATE_ABOVE:
-        return _MIN_BITS
+def estimated_distinct(keys: np.ndarray) -> int:
+    """The distinct keys, from those of a 1/64 hash sample of them (within a few % once
+    the sample holds thousands)."""
     sample = _sampled_keys(keys, _SAMPLE_SHIFT)
     scratch = np.empty(sample.size, dtype=np.int32)
-    distinct = _factorize(sample, scratch, _MIN_BITS) << _SAMPLE_SHIFT
-    return max(_MIN_BITS, int(np.ceil(np.log2(max(distinct * 2.1, 1)))))
+    return int(_factorize(sample, scratch, _MIN_BITS)) << _SAMPLE_SHIFT
+
+
+def _table_bits(keys: np.ndarray) -> int:
+    """The hash table's starting size: room for the distinct keys a sample of them
+    promises at half load, plus 5 % for the estimate's own error (so the table is never
+    rebuilt while it fills: rebuilding a table of tens of millions of keys, 2 to 4 times
+    over, was half the time). An estimate short even so only means one doubling; the
+    codes are the same at any starting size."""
+    if keys.size < _ESTIMATE_ABOVE:
+        return _MIN_BITS
+    distinct = estimated_distinct(keys)
+    return max(_MIN_BITS, int(np.ceil(np.log2(max(distinct * 2 * 1.05, 1)))))
 
 
 def dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -165,6 +172,8 @@ def repeated_in_request(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The references whose previous reference is in their own request: a key's later
     copies within a request (`starts`: each request's first reference, then the total).
     Request by request, not prev >= starts[ref_req]: no 8-byte column of 100 M starts."""
+    if starts[-1] != prev.size:
+        raise ValueError("starts must end at the number of references")
     return _repeated_in_request(prev, np.asarray(starts, dtype=np.int64))
 
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from analysis.metrics.curve import SampledRefs, sampled_curve
-from analysis.mrc import hit_tokens_by_capacity, sampled, stack_distances
+from analysis.mrc import hit_tokens_by_capacity, sampled_looked_up, stack_distances
 from analysis.reuse import dense_ids, previous_refs
 from bench.harness import peak_rss_mb
 
@@ -57,9 +57,10 @@ def _compare_shards(
                        np.zeros(dense.size, dtype=np.bool_))  # fmt: skip
     approx = sampled_curve(refs, None, rate).total
     took = time.perf_counter() - start
+    kept = int(sampled_looked_up(dense, prev, starts, tokens, rate)[0].sum())
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)
     error = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]).max() / total
     print(
-        f"  SHARDS rate {rate}: {int(sampled(dense, rate).sum()):,} sampled references, "
+        f"  SHARDS rate {rate}: {kept:,} sampled references, "
         f"{took:.2f} s; max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
     )

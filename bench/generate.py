@@ -155,18 +155,23 @@ def mooncake_requests(
                 doc = rng.choices(docs, cum_weights=cum_weights)[0]
                 ids += [hash((p, h)) & 0x7FFFFFFF | 1 << 40 for h in doc]
             ids += fresh(rng.randint(1, 6))
-        tail = rng.randint(1, block)
-        row: dict = {
-            "timestamp": int(t),
-            "input_length": block * (len(ids) - 1) + tail,
-            "output_length": rng.randint(1, 500),
-            "hash_ids": ids,
-        }
+        row = _trace_row(rng, t, ids, block)
         parent = chats.record(chat, i, ids) if conversations else -1
         if bailian:
             row["timestamp"] = round(t / 1000, 3)
             row["chat_id"], row["parent_chat_id"] = i, parent
         yield row
+
+
+def _trace_row(rng: random.Random, t_ms: float, ids: list[int], block: int) -> dict:
+    """A Mooncake line: the last block holds 1 to `block` tokens of the prompt."""
+    tail = rng.randint(1, block)
+    return {
+        "timestamp": int(t_ms),
+        "input_length": block * (len(ids) - 1) + tail,
+        "output_length": rng.randint(1, 500),
+        "hash_ids": ids,
+    }
 
 
 MOONCAKE_BLOCK = 512  # tokens a block of each trace format holds

@@ -175,8 +175,9 @@ KVSCOPE_ORPHAN_SECONDS = env_int("KVSCOPE_ORPHAN_SECONDS", 6 * 3600, minimum=60)
 # usable core where a broker hands the parts to real workers (one worker runs as many side
 # by side as its concurrency, the cores by default); with tasks run eagerly, in the web
 # process, one after the other, parts would only add their merge: one.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 KVSCOPE_INGEST_PARTS = env_int(
-    "KVSCOPE_INGEST_PARTS", usable_cores() if env_str("CELERY_BROKER_URL", "") else 1, minimum=1
+    "KVSCOPE_INGEST_PARTS", usable_cores() if CELERY_BROKER_URL else 1, minimum=1
 )
 KVSCOPE_PARALLEL_MIN_BYTES = env_int("KVSCOPE_PARALLEL_MIN_BYTES", 256 * 1024**2, minimum=1)
 
@@ -194,7 +195,7 @@ KVSCOPE_MAX_INFLATE_RATIO = env_int("KVSCOPE_MAX_INFLATE_RATIO", 200, minimum=1)
 KVSCOPE_MAX_BLANK_LINES = env_int("KVSCOPE_MAX_BLANK_LINES", 1_000_000, minimum=0)
 
 # --- Celery --------------------------------------------------------------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+# (CELERY_BROKER_URL is read above, with the parallel ingest that depends on it)
 # No broker: run tasks in-process, so the embedded default needs no extra service.
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 # A chord (parallel ingest) needs somewhere to keep its parts' results: the broker's Redis.

@@ -104,13 +104,16 @@ class _LogReading:
         self.fast_fits: list[TraceFit] = []
 
     def run(self) -> tuple[StreamBuilder, list[str], ErrorLog]:
-        for file_index, log_file in enumerate(self.files):
-            self._file(file_index, log_file)
-        builder = self._usable()
-        # the log outlives this pass: it must not hold it (nor, through it, the builder's
-        # columns) in a reference cycle, freed only when the collector next runs
-        requests = builder.requests
-        self.log.requests_read = lambda: requests
+        try:
+            for file_index, log_file in enumerate(self.files):
+                self._file(file_index, log_file)
+            builder = self._usable()
+        finally:
+            # the log outlives this pass (in an error too): it must not hold it (nor,
+            # through it, the builder's columns) in a reference cycle, freed only when the
+            # collector next runs
+            requests = self.builder.requests if self.builder is not None else 0
+            self.log.requests_read = lambda: requests
         if builder.inexact_texts:
             self.log.note(inexact_texts_note(builder.inexact_texts, builder.tokenizer_file))
         self._report(self.total_bytes)

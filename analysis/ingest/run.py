@@ -44,7 +44,7 @@ def ingest_streams(
     """
     builder, file_names, log = read_log(paths, options, progress, byte_range, None, names)
     streams = builder.finish(file_names, log)
-    del builder  # its columns, copied into the streams
+    del builder  # its columns: the streams hold (or copied) what they need
     release_free_heap()
     return streams
 

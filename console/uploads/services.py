@@ -87,8 +87,12 @@ def _parts_for(paths: list[Path], log_format: str, asked: int | None) -> int:
         return asked
     if settings.KVSCOPE_INGEST_PARTS < 2:
         return 1
-    big = paths[0].stat().st_size >= settings.KVSCOPE_PARALLEL_MIN_BYTES
-    return settings.KVSCOPE_INGEST_PARTS if big else 1
+    size, least = paths[0].stat().st_size, settings.KVSCOPE_PARALLEL_MIN_BYTES
+    if size < least:
+        return 1
+    # no part under half the threshold (as manage.py analyze splits): each part task pays
+    # its own start-up and merge, which a sliver of a log does not win back
+    return max(2, min(settings.KVSCOPE_INGEST_PARTS, size // max(least // 2, 1)))
 
 
 def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None, user=None) -> Upload:

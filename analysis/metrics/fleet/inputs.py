@@ -38,8 +38,8 @@ class ScopedRefs(NamedTuple):
 class FleetInputs(NamedTuple):
     """The `view_` columns are the references the curves are computed on: every reference
     but the later copies of a key repeated within one request (engines neither look those
-    up nor store them again; chained keys never repeat), or a SHARDS sample of the keys
-    past the exact limit."""
+    up nor store them again; chained keys never repeat), or past the exact limit a SHARDS
+    sample of the keys, their repeats left out too."""
 
     ids: np.ndarray  # scoped key id of every reference (for the prefix router's index)
     distinct: int

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from console.models import Analysis, JobStatus, Upload
-from console.uploads.services import upload_create
+from console.uploads.services import _parts_for, upload_create
 from tests.analysis.factories import as_gateway_csv
 from tests.console.waiting import BROKER_MODE, finished, wait_for
 
@@ -168,3 +168,17 @@ def test_past_the_error_budget_the_upload_fails_and_says_so(tmp_path):
                 f"(the last: line {budget + 2}: not valid JSON")  # fmt: skip
     assert done.message.startswith(expected)
     assert not Analysis.objects.filter(upload=done).exists()
+
+
+def test_parts_are_never_under_half_the_split_threshold(chat_log, settings):
+    # as manage.py analyze splits: a 64-core web host must not cut a log just over the
+    # threshold into 64 slivers, each paying a task's start-up and a merge
+    size = chat_log.stat().st_size
+    settings.KVSCOPE_INGEST_PARTS = 64
+    settings.KVSCOPE_PARALLEL_MIN_BYTES = size
+    assert _parts_for([chat_log], "auto", None) == 2
+    settings.KVSCOPE_PARALLEL_MIN_BYTES = size // 4
+    assert _parts_for([chat_log], "auto", None) == size // (size // 8)
+    settings.KVSCOPE_PARALLEL_MIN_BYTES = size + 1
+    assert _parts_for([chat_log], "auto", None) == 1
+    assert _parts_for([chat_log], "auto", 5) == 5  # asked for: as asked
