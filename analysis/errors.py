@@ -64,6 +64,12 @@ class TooManyBadLines(UnusableInput):
     """Past the error budget: a report from what is left would mislead, so none is made."""
 
 
+class WorkerStopped(RuntimeError):
+    """A worker process reading a part of the log stopped before its part was read
+    (killed, or out of memory): nothing of the log is kept, and reading it in one process
+    is what is left to do."""
+
+
 @dataclass
 class ErrorLog:
     """Skipped lines and warnings. Lists the first `max_listed` errors, counts them all;

@@ -18,11 +18,13 @@ import multiprocessing
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.errors import WorkerStopped
 from analysis.ingest.options import IngestOptions
 from analysis.readers.lines import ByteRange
 
@@ -45,7 +47,13 @@ class PendingIngest:
         from analysis.ingest.parallel import merge_part_results
         from analysis.ingest.part_files import load_part
 
-        sizes = [future.result() for future in self.futures]
+        try:
+            sizes = [future.result() for future in self.futures]
+        except BrokenProcessPool:
+            raise WorkerStopped(
+                "a worker process reading the log stopped before its part was read (killed, "
+                "or out of memory?)"
+            ) from None
         main = [written[0] for written in sizes if written][:1]
         parts = [part for folder in self.folders if (part := load_part(folder)) is not None]
         merged = merge_part_results(parts, self.options.max_bad_lines, main or None)

@@ -294,6 +294,20 @@ def test_the_command_line_imports_only_what_the_command_needs():
     assert sorted(imported & heavy) == []
 
 
+def test_a_log_read_in_one_pass_imports_no_worker_processes(tmp_path):
+    # a small trace is read here, whole: the worker processes' machinery (20 ms of
+    # multiprocessing) is imported only for a log split into parts
+    trace = shared_trace()
+    assert trace is not None
+    out = tmp_path / "r.json"
+    result = _manage("-X", "importtime", "manage.py", "analyze", str(trace), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+                if "|" in line}  # fmt: skip
+    assert "numba" in imported and "analysis.ingest.read" in imported  # it did the work
+    assert sorted(imported & {"concurrent.futures.process", "analysis.ingest.processes"}) == []
+
+
 def test_the_command_line_writes_the_report_call_command_does(tmp_path):
     trace = shared_trace()
     assert trace is not None

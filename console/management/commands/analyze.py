@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput
+from analysis.errors import WorkerStopped
 from analysis.ingest import DEFAULT_BLOCK_TOKENS, FORMATS
 from analysis.ingest.options import SPLIT_BYTES
 from analysis.params import DEFAULTS, HOST_RESERVES, ROUTERS, SCOPES, FleetParams
@@ -339,11 +339,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except (ProfileError, EncodingUnavailable, ValueError) as exc:
             raise CommandError(str(exc)) from None
-        except BrokenProcessPool:
-            raise CommandError(
-                "a worker process reading the log stopped before its part was read (killed, "
-                "or out of memory?); --processes 1 reads it in this process"
-            ) from None
+        except WorkerStopped as exc:
+            raise CommandError(f"{exc}; --processes 1 reads it in this process") from None
         out = self._write(opts["json"], report.to_json())
         if out is not None:
             rec = report.recommendation
