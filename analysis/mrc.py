@@ -134,19 +134,15 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SPACE = 1 << 24
 
 
-def sampled(ids: np.ndarray, rate: float) -> np.ndarray:
-    """SHARDS spatial sampling: a key is in the sample when hash(key) mod P < rate * P, so
-    every reference to a sampled key is kept (reuse distances stay meaningful)."""
-    return _sampled(ids, _threshold(rate))
-
-
 def sampled_looked_up(
     ids: np.ndarray, prev: np.ndarray, starts: np.ndarray, tokens: np.ndarray, rate: float
 ) -> tuple[np.ndarray, int]:
-    """The SHARDS sample of the references an engine looks up, and the tokens of all those
-    it looks up: a key's later copies within a request (`prev` in the request that
-    `starts` says) are never looked up, so never hit; they are known without sampling and
-    stay out of both. One pass, no N-long temporaries (100 M references: 500 MB)."""
+    """SHARDS' spatial sample of the references an engine looks up, and the tokens of all
+    those it looks up. A key is in the sample when hash(key) mod P < rate * P, so every
+    reference to a sampled key is kept (reuse distances stay meaningful). A key's later
+    copies within a request (`prev` in the request that `starts` says) are never looked
+    up, so never hit: known without sampling, they stay out of both. One pass, no N-long
+    temporaries (100 M references: 500 MB)."""
     if starts[-1] != ids.size:
         raise ValueError("starts must end at the number of references")
     return _sampled_looked_up(ids, prev, np.asarray(starts, dtype=np.int64), tokens,
@@ -160,15 +156,6 @@ def _threshold(rate: float) -> np.uint64:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _in_sample(key_id, threshold):  # pragma: no cover (compiled)
     return (np.uint64(key_id) * _GOLDEN) >> np.uint64(40) < threshold  # top 24 bits
-
-
-@numba.njit(cache=True, nogil=True)
-def _sampled(ids, threshold):  # pragma: no cover (compiled)
-    # one pass, no 8-byte hash column beside the ids (800 MB over 100 M references)
-    out = np.empty(ids.size, dtype=np.bool_)
-    for i in range(ids.size):
-        out[i] = _in_sample(ids[i], threshold)
-    return out
 
 
 @numba.njit(cache=True, nogil=True)

@@ -44,13 +44,21 @@ def part_ranges(
     SPLIT_BYTES), or every log whole ([None])."""
     if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
         return [None]
-    path, split = paths[0], split_bytes or SPLIT_BYTES
-    size = os.path.getsize(path)
-    if size < split or not splittable(path, options.format):
+    path = paths[0]
+    parts = part_count(os.path.getsize(path), processes, split_bytes or SPLIT_BYTES)
+    if parts < 2 or not splittable(path, options.format):
         return [None]
-    # no part under half the split size: each worker pays its own start-up (the tokenizer's
-    # ranks, the reading half of the engine), which a sliver of a log does not win back
-    return list(plan_parts(path, min(processes, size // max(split // 2, 1))))
+    return list(plan_parts(path, parts))
+
+
+def part_count(size: int, wanted: int, split_bytes: int) -> int:
+    """How many parts a log of `size` bytes is read in: one under `split_bytes`, else up to
+    `wanted` but none under half of `split_bytes` (each part pays its own start-up, the
+    tokenizer's ranks and the reading half of the engine, and its merge, which a sliver of
+    a log does not win back)."""
+    if wanted < 2 or size < split_bytes:
+        return 1
+    return min(wanted, size // max(split_bytes // 2, 1))
 
 
 def _pre_hashed(path: str | Path, log_format: str) -> bool:

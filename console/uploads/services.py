@@ -16,6 +16,7 @@ from django.db import transaction
 
 from analysis import ingest_to_folders
 from analysis.ingest import splittable
+from analysis.ingest.split import part_count
 from console.heartbeat import heartbeat
 from console.jobs import claim, dispatch, progress_writer, requeue
 from console.models import Analysis, JobStatus, Upload
@@ -85,14 +86,9 @@ def _parts_for(paths: list[Path], log_format: str, asked: int | None) -> int:
         return 1
     if asked:
         return asked
-    if settings.KVSCOPE_INGEST_PARTS < 2:
-        return 1
-    size, least = paths[0].stat().st_size, settings.KVSCOPE_PARALLEL_MIN_BYTES
-    if size < least:
-        return 1
-    # no part under half the threshold (as manage.py analyze splits): each part task pays
-    # its own start-up and merge, which a sliver of a log does not win back
-    return max(2, min(settings.KVSCOPE_INGEST_PARTS, size // max(least // 2, 1)))
+    # (as manage.py analyze splits: no part under half the threshold)
+    return part_count(paths[0].stat().st_size, settings.KVSCOPE_INGEST_PARTS,
+                      settings.KVSCOPE_PARALLEL_MIN_BYTES)  # fmt: skip
 
 
 def upload_retry(*, upload: Upload, block_sizes: Sequence[int] | None = None, user=None) -> Upload:

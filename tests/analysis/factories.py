@@ -99,3 +99,12 @@ def two_tenant_rows() -> list[dict]:
             row["tenant"] = tenant
         rows.append(row)
     return rows
+
+
+def shards_sample(ids, rate: float):
+    """SHARDS' spatial sample by its definition (metrics.md): a key id is in it when the top
+    24 bits of id * 0x9E3779B97F4A7C15 (mod 2**64) fall under rate * 2**24."""
+    import numpy as np
+
+    top = (np.asarray(ids).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    return top < np.uint64(round(rate * 2**24))

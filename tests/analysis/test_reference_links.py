@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analysis.mrc import sampled, sampled_looked_up
+from analysis.mrc import sampled_looked_up
 from analysis.reuse import dense_ids, previous_refs, repeated_in_request
+
+from .factories import shards_sample
 
 requests_of_keys = st.lists(st.lists(st.integers(0, 6), max_size=6), max_size=25)
 
@@ -35,16 +37,22 @@ def test_previous_refs_and_repeats_within_a_request(requests):
     # SHARDS' sample of what is looked up: sampled keys, none of their in-request repeats
     tokens = np.arange(keys.size, dtype=np.int32) + 10
     keep, looked_up_tokens = sampled_looked_up(ids, prev, starts, tokens, 0.5)
-    assert keep.tolist() == (sampled(ids, 0.5) & ~repeats).tolist()
+    assert keep.tolist() == (shards_sample(ids, 0.5) & ~repeats).tolist()
     assert looked_up_tokens == sum(int(t) for t, r in zip(tokens, repeats, strict=True) if not r)
 
 
-def test_sampled_keeps_the_ids_whose_hash_falls_under_the_rate():
+def test_the_sample_keeps_the_ids_whose_hash_falls_under_the_rate():
+    # requests of one reference each: nothing repeats, so the sample is the hash's alone
     rng = np.random.default_rng(3)
     for dtype in (np.int32, np.int64):
         ids = rng.integers(0, 2**31 - 1, 20_000).astype(dtype)
+        starts = np.arange(ids.size + 1, dtype=np.int64)
+        prev = np.full(ids.size, -1, dtype=np.int64)
+        tokens = np.ones(ids.size, dtype=np.int32)
         for rate in (0.01, 0.04, 0.3):
             top = [(int(i) * 0x9E3779B97F4A7C15 % 2**64) >> 40 for i in ids]  # Python ints
             expected = [t < round(rate * 2**24) for t in top]
-            assert sampled(ids, rate).tolist() == expected
+            keep, looked_up_tokens = sampled_looked_up(ids, prev, starts, tokens, rate)
+            assert keep.tolist() == expected == shards_sample(ids, rate).tolist()
+            assert looked_up_tokens == ids.size
             assert abs(np.mean(expected) - rate) < 0.01

@@ -10,12 +10,13 @@ from analysis.metrics.curve import SampledRefs, sampled_curve
 from analysis.mrc import (
     hit_tokens_by_capacity,
     request_starts,
-    sampled,
     shards_hit_tokens,
     stack_distances,
 )
 from analysis.reuse import dense_ids, previous_refs, repeated_in_request
 from analysis.stream import BlockStream
+
+from .factories import shards_sample
 
 
 def _zipf_stream(n: int, keys: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,7 +29,7 @@ def test_rate_one_is_the_exact_curve():
     ids, distinct = _zipf_stream(50_000, 5_000, 1)
     tokens = np.full(ids.size, 16, dtype=np.int32)
     dist = stack_distances(previous_refs(ids, distinct))
-    assert sampled(ids, 1.0).all()
+    assert shards_sample(ids, 1.0).all()
     exact = hit_tokens_by_capacity(dist, tokens)
     assert np.array_equal(shards_hit_tokens(dist, tokens, 1.0, int(tokens.sum())), exact)
 
@@ -39,7 +40,7 @@ def test_sampled_curve_is_within_a_few_points_of_the_exact_one(rate):
     tokens = np.full(ids.size, 16, dtype=np.int32)
     total = int(tokens.sum())
     exact = hit_tokens_by_capacity(stack_distances(previous_refs(ids, distinct)), tokens)
-    keep = sampled(ids, rate)
+    keep = shards_sample(ids, rate)
     # the sample really is spatial: every reference to a kept key is kept
     assert set(ids[keep]).isdisjoint(set(ids[~keep]))
     sub, sub_distinct = dense_ids(ids[keep])
@@ -82,7 +83,7 @@ def test_repeats_within_a_request_stay_out_of_the_sample(rate):
     assert abs(approx[-1] - exact[-1]) / total < 0.005  # the ceiling
     # counted as the old recipe counted them (every token of the sample, repeats too),
     # the ceiling is off by about the repeats' share
-    keep = sampled(ids, rate)
+    keep = shards_sample(ids, rate)
     sub, sub_distinct = dense_ids(ids[keep])
     old = shards_hit_tokens(stack_distances(previous_refs(sub, sub_distinct),
                                             request_starts(requests[keep])),
