@@ -15,6 +15,8 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench small [--trace FILE] [--ltl PATH] [--runs 5]
   scale       ~100 M block references (generated conversations), whole process
               python -m bench scale --refs 100000000 [--workdir DIR]
+  phases      one log's ingest and analysis steps: time and resident memory of each
+              python -m bench phases LOG | --stream DIR
   reanalyze   new scope and lifetime on a stored block stream: load, then analyze
               python -m bench reanalyze --requests 500000 [--workdir DIR]
   replay      replay-trace page summary and whole export from a stored block stream
@@ -90,6 +92,9 @@ def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scale", help="~100 M references, manage.py analyze whole process")
     p.add_argument("--refs", type=int, default=100_000_000)
     p.add_argument("--workdir", default=None)
+    p = sub.add_parser("phases", help="one log's ingest and analysis steps, time and memory")
+    p.add_argument("log", nargs="?", default=None)
+    p.add_argument("--stream", default=None, help="a stored stream's folder instead of a log")
     p = sub.add_parser("parallel", help="split ingest in worker processes vs one process")
     p.add_argument("--requests", type=int, default=150_000)
     p.add_argument("--workers", type=int, default=2)
@@ -160,6 +165,7 @@ _ANALYSES = (
     "agent",
     "small",
     "scale",
+    "phases",
     "reanalyze",
     "replay",
     "fleet",
@@ -207,6 +213,12 @@ def _run_analysis(args: argparse.Namespace, timer: ProcessTimer) -> None:
             from bench import scale
 
             scale.run(args.refs, args.workdir, timer)
+        case "phases":
+            from bench import phases
+
+            if (args.log is None) == (args.stream is None):
+                raise SystemExit("phases: give a LOG or --stream DIR, not both")
+            phases.run(args.log, args.stream)
         case "reanalyze":
             from bench import stored_stream
 

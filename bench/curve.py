@@ -59,8 +59,11 @@ def _compare_shards(
     took = time.perf_counter() - start
     kept = int(sampled_looked_up(dense, prev, starts, tokens, rate)[0].sum())
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)
-    error = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]).max() / total
+    errors = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]) / total
+    worst = int(np.argmax(errors))
+    error = float(errors[worst])
     print(
         f"  SHARDS rate {rate}: {kept:,} sampled references, "
-        f"{took:.2f} s; max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f}"
+        f"{took:.2f} s; max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f} "
+        f"(at {caps[worst]:,} slots)"
     )
