@@ -30,9 +30,24 @@ def peak_rss_mb() -> float:
 
 
 def vm_hwm_kib() -> int:
-    """This process's peak resident memory (KiB) since its exec, from /proc."""
+    """This process's peak resident memory (KiB) since its exec (or reset_vm_hwm), from
+    /proc."""
+    return _status_kib("VmHWM:")
+
+
+def vm_rss_kib() -> int:
+    """This process's resident memory (KiB) now, from /proc."""
+    return _status_kib("VmRSS:")
+
+
+def reset_vm_hwm() -> None:
+    """Start vm_hwm_kib's peak again from the memory resident now (Linux's clear_refs)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _status_kib(field: str) -> int:
     status = Path("/proc/self/status").read_text()
-    return int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1])
+    return int(next(x for x in status.splitlines() if x.startswith(field)).split()[1])
 
 
 class ProcessRun(NamedTuple):

@@ -1,7 +1,7 @@
 """`phases`: where one log's time and memory go, in one process: the ingest (or the load
 of a stored stream), then each step of the analysis as its progress reports it, with the
-wall time of each and the most resident memory the process held during it (sampled every
-10 ms).
+wall time of each and the most resident memory the process held during it (its peak,
+reset between steps).
 
     python -m bench phases LOG            # e.g. the scale benchmark's generated trace
     python -m bench phases --stream DIR   # a stream stored by `analyze --save-stream DIR`
@@ -14,51 +14,26 @@ the budgets and the rest.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 from analysis import AnalysisParams, BlockStream, IngestOptions, analyze, ingest
 from analysis.metrics.warm import warm_kernels
 from analysis.progress import Progress
-from bench.harness import HASH_KEY
-
-
-class _Resident:
-    """The process's resident memory, its most since the last mark, sampled in a thread."""
-
-    def __init__(self) -> None:
-        self.most = self.now()
-        threading.Thread(target=self._sample, daemon=True).start()
-
-    @staticmethod
-    def now() -> int:
-        with open("/proc/self/status") as status:
-            line = next(line for line in status if line.startswith("VmRSS"))
-        return int(line.split()[1]) // 1024  # MiB
-
-    def _sample(self) -> None:
-        while True:
-            self.most = max(self.most, self.now())
-            time.sleep(0.01)
-
-    def mark(self) -> int:
-        """The most since the last mark; the next period starts from now."""
-        most, self.most = max(self.most, self.now()), self.now()
-        return most
+from bench.harness import HASH_KEY, reset_vm_hwm, vm_hwm_kib, vm_rss_kib
 
 
 def run(log: str | None, stream_folder: str | None) -> None:
     warm_kernels()  # numba's start-up, not a phase of the log's
-    resident = _Resident()
-    resident.mark()
+    reset_vm_hwm()
     started = last = time.perf_counter()
 
     def phase(name: str) -> None:
         nonlocal last
         now = time.perf_counter()
-        print(f"  {name:<44} {now - last:7.2f} s   resident {resident.now():6,} MiB, "
-              f"most {resident.mark():6,} MiB")  # fmt: skip
+        print(f"  {name:<44} {now - last:7.2f} s   resident {vm_rss_kib() >> 10:6,} MiB, "
+              f"most {vm_hwm_kib() >> 10:6,} MiB")  # fmt: skip
+        reset_vm_hwm()
         last = now
 
     if stream_folder:
