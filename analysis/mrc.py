@@ -12,6 +12,8 @@ slots hits a reference exactly when its distance is <= C, so one pass gives ever
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -134,19 +136,31 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SPACE = 1 << 24
 
 
+class ShardsSample(NamedTuple):
+    """SHARDS' sample of a stream's references, drawn once for every curve read from it."""
+
+    keep: np.ndarray  # the sampled references' indices, ascending
+    looked_up_tokens: int  # the tokens of all the references an engine looks up
+
+
 def sampled_looked_up(
     ids: np.ndarray, prev: np.ndarray, starts: np.ndarray, tokens: np.ndarray, rate: float
-) -> tuple[np.ndarray, int]:
+) -> ShardsSample:
     """SHARDS' spatial sample of the references an engine looks up, and the tokens of all
     those it looks up. A key is in the sample when hash(key) mod P < rate * P, so every
     reference to a sampled key is kept (reuse distances stay meaningful). A key's later
     copies within a request (`prev` in the request that `starts` says) are never looked
-    up, so never hit: known without sampling, they stay out of both. One pass, no N-long
-    temporaries (100 M references: 500 MB)."""
+    up, so never hit: known without sampling, they stay out of both. The sample is its
+    references' indices, counted first and then written: no N-long column (100 M
+    references sampled at 0.04: 16 MiB instead of a 95 MiB mask held through the analysis)."""
     if starts[-1] != ids.size:
         raise ValueError("starts must end at the number of references")
-    return _sampled_looked_up(ids, prev, np.asarray(starts, dtype=np.int64), tokens,
-                              _threshold(rate))  # fmt: skip
+    starts = np.asarray(starts, dtype=np.int64)
+    threshold = _threshold(rate)
+    sampled, looked_up_tokens = _count_sampled(ids, prev, starts, tokens, threshold)
+    keep = np.empty(sampled, dtype=np.int32 if ids.size < 2**31 - 1 else np.int64)
+    _write_sampled(ids, prev, starts, threshold, keep)
+    return ShardsSample(keep, int(looked_up_tokens))
 
 
 def _threshold(rate: float) -> np.uint64:
@@ -159,17 +173,27 @@ def _in_sample(key_id, threshold):  # pragma: no cover (compiled)
 
 
 @numba.njit(cache=True, nogil=True)
-def _sampled_looked_up(ids, prev, starts, tokens, threshold):  # pragma: no cover (compiled)
-    keep = np.empty(ids.size, dtype=np.bool_)
+def _count_sampled(ids, prev, starts, tokens, threshold):  # pragma: no cover (compiled)
+    sampled = 0
     looked_up_tokens = 0
     for r in range(starts.size - 1):
         first = starts[r]
         for i in range(first, starts[r + 1]):
-            looked_up = prev[i] < first
-            keep[i] = looked_up and _in_sample(ids[i], threshold)
-            if looked_up:
+            if prev[i] < first:  # looked up: not a repeat within its request
                 looked_up_tokens += tokens[i]
-    return keep, looked_up_tokens
+                sampled += _in_sample(ids[i], threshold)
+    return sampled, looked_up_tokens
+
+
+@numba.njit(cache=True, nogil=True)
+def _write_sampled(ids, prev, starts, threshold, keep):  # pragma: no cover (compiled)
+    at = 0
+    for r in range(starts.size - 1):
+        first = starts[r]
+        for i in range(first, starts[r + 1]):
+            if prev[i] < first and _in_sample(ids[i], threshold):
+                keep[at] = i
+                at += 1
 
 
 def shards_hit_tokens(dist: np.ndarray, tokens: np.ndarray, rate: float, total_tokens: int,
@@ -193,4 +217,8 @@ def shards_hit_tokens(dist: np.ndarray, tokens: np.ndarray, rate: float, total_t
     # may go below zero: the whole curve shifts, and only its small-capacity end (which
     # the report marks unresolved) is clipped at zero
     hist[first] += (expected - actual) / rate
-    return np.maximum(np.rint(np.cumsum(hist)), 0).astype(np.int64)
+    # in place: one array by capacity (100 M references: 50 MiB) instead of four
+    np.cumsum(hist, out=hist)
+    np.rint(hist, out=hist)
+    np.maximum(hist, 0, out=hist)
+    return hist.astype(np.int64)

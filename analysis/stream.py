@@ -118,7 +118,16 @@ class BlockStream(StreamHeader):
 
     @property
     def block_refs(self) -> int:
-        return int(self.ref_key.size)
+        # from the request bounds, not the keys: analyze(consume=True) lets the keys go
+        return int(self.req_ref_start[-1]) if self.req_ref_start.size else 0
+
+    def let_keys_go(self) -> None:
+        """Drop the block keys (the largest column: 8 bytes a reference) from this
+        stream, for a caller that reads nothing of it but the analysis it is handing it to;
+        it can no longer be saved."""
+        self.ref_key = self.ref_key[:0].copy()
+        # a loaded stream's keys may be Arrow's buffer: its pool keeps what is freed
+        pa.default_memory_pool().release_unused()
 
     def ref_request(self) -> np.ndarray:
         """Request index of every block reference."""
@@ -233,6 +242,8 @@ class BlockStream(StreamHeader):
     ) -> None:
         pq.write_table(pa.table(self.request_columns()), tmp / "requests.parquet", **_PARQUET)
         if refs is None:
+            if self.ref_key.size != self.block_refs:
+                raise ValueError("this stream's keys were let go (analyze(consume=True))")
             refs = [pa.table({"key": self.ref_key, "tokens": self.ref_tokens})]
         _write_chunks(refs, tmp / "refs.parquet", REFS_SCHEMA)
         segments = self.segment_columns()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from analysis.reuse import ReuseTimes
+
 
 @dataclass(frozen=True)
 class StepFunction:
@@ -99,56 +101,48 @@ _NO_WINDOW = np.iinfo(np.int64).max
 
 
 @numba.njit(cache=True, nogil=True)
-def _useful_deltas(of_request, ref_req, prev, reuse_us, window_us, size):  # pragma: no cover
+def _useful_deltas(of_request, req_t_us, ref_req, prev_req, window_us, size):  # pragma: no cover
     deltas = np.zeros(size + 1, dtype=np.int64)
-    for i in range(prev.size):
-        p = prev[i]
-        if p >= 0 and reuse_us[i] <= window_us:
-            deltas[of_request[ref_req[p]]] += 1
-            deltas[of_request[ref_req[i]]] -= 1
+    for i in range(prev_req.size):
+        p = prev_req[i]  # the previous reference's request
+        if p >= 0:
+            r = ref_req[i]
+            if req_t_us[r] - req_t_us[p] <= window_us:
+                deltas[of_request[p]] += 1
+                deltas[of_request[r]] -= 1
     return deltas
 
 
 @numba.njit(cache=True, nogil=True)
-def _ttl_deltas(of_request, ref_req, expiry, prev, size):  # pragma: no cover (compiled)
+def _ttl_deltas(of_request, ref_req, expiry, prev_req, size):  # pragma: no cover (compiled)
     # Each reference's block is held from its time to its expiry, unless the next
     # reference comes first: that next reference, seeing it as its prev, moves the end.
     deltas = np.zeros(size + 1, dtype=np.int64)
-    for i in range(prev.size):
+    for i in range(prev_req.size):
         r = ref_req[i]
         at = of_request[r]
         deltas[at] += 1
         deltas[expiry[r]] -= 1
-        p = prev[i]
+        p = prev_req[i]  # the previous reference's request
         if p >= 0:
-            end = expiry[ref_req[p]]
+            end = expiry[p]
             if at < end:
                 deltas[end] += 1
                 deltas[at] -= 1
     return deltas
 
 
-def useful_working_set(
-    grid: TimeGrid,
-    ref_req: np.ndarray,
-    prev: np.ndarray,
-    reuse_us: np.ndarray,
-    window_us: int | None,
-) -> StepFunction:
+def useful_working_set(grid: TimeGrid, reuse: ReuseTimes, window_us: int | None) -> StepFunction:
     """Each reuse within the window keeps its block live from the previous reference
-    (`ref_req`: each reference's request, placed on the grid by grid.of_request)."""
+    (each reference's request placed on the grid by grid.of_request)."""
     window = _NO_WINDOW if window_us is None else window_us
-    deltas = _useful_deltas(grid.of_request, ref_req, prev, reuse_us, window, grid.times.size)
+    deltas = _useful_deltas(grid.of_request, reuse.req_t_us, reuse.ref_req, reuse.prev_req,
+                            window, grid.times.size)  # fmt: skip
     return grid.function(deltas)
 
 
-def ttl_occupancy(
-    grid: TimeGrid,
-    req_t_us: np.ndarray,
-    ref_req: np.ndarray,
-    prev: np.ndarray,
-    window_us: int,
-) -> StepFunction:
+def ttl_occupancy(grid: TimeGrid, reuse: ReuseTimes, window_us: int) -> StepFunction:
     """A store-everything cache with lifetime W holds a block on [t, min(t + W, t_next))."""
-    expiry = np.searchsorted(grid.times, req_t_us + window_us, side="left")
-    return grid.function(_ttl_deltas(grid.of_request, ref_req, expiry, prev, grid.times.size))
+    expiry = np.searchsorted(grid.times, reuse.req_t_us + window_us, side="left")
+    return grid.function(_ttl_deltas(grid.of_request, reuse.ref_req, expiry, reuse.prev_req,
+                                      grid.times.size))  # fmt: skip

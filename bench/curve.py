@@ -53,11 +53,11 @@ def _compare_shards(
     total = int(tokens.sum())
     start = time.perf_counter()
     requests = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
-    refs = SampledRefs(dense, requests, prev, starts, tokens, np.zeros(0, np.int64), None,
+    refs = SampledRefs(dense, requests, prev, starts, tokens, None, None,
                        np.zeros(dense.size, dtype=np.bool_))  # fmt: skip
     approx = sampled_curve(refs, None, rate).total
     took = time.perf_counter() - start
-    kept = int(sampled_looked_up(dense, prev, starts, tokens, rate)[0].sum())
+    kept = sampled_looked_up(dense, prev, starts, tokens, rate).keep.size
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)
     errors = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]) / total
     worst = int(np.argmax(errors))

@@ -52,6 +52,6 @@ def run(log: str | None, stream_folder: str | None) -> None:
         if p.stage == "analyzing" and (name := next(names, None)) is not None:
             phase(name)  # (the later steps, each a moment, go with the rest)
 
-    analyze(stream, AnalysisParams(), progress)
+    analyze(stream, AnalysisParams(), progress, consume=True)  # as the command does
     phase("the rest of the report")
     print(f"  whole: {time.perf_counter() - started:.2f} s")

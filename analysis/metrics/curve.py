@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.mrc import (
+    ShardsSample,
     curve_capacities,
     hit_tokens_by_capacity,
     request_starts,
@@ -16,7 +17,7 @@ from analysis.mrc import (
     stack_distances,
 )
 from analysis.params import AnalysisParams
-from analysis.reuse import dense_ids, hits_within, previous_refs
+from analysis.reuse import ReuseTimes, dense_ids, previous_refs
 
 
 def sampling_rate(block_refs: int, params: AnalysisParams) -> float:
@@ -38,7 +39,7 @@ class HitCurve(NamedTuple):
 def exact_curve(
     dist: np.ndarray,
     tokens: np.ndarray,
-    reuse: np.ndarray,
+    reuse: ReuseTimes,
     lifetime_us: int | None,
     counted: np.ndarray | None,
     same_session: np.ndarray,
@@ -61,11 +62,15 @@ def _as_long(cum: np.ndarray, size: int) -> np.ndarray:
 
 
 def _eligible(
-    reuse: np.ndarray, lifetime_us: int | None, counted: np.ndarray | None
+    reuse: ReuseTimes | None, lifetime_us: int | None, counted: np.ndarray | None
 ) -> np.ndarray | None:
     """The references that may count as hits: reused within the lifetime, past the
-    warm-up (None: every one)."""
-    eligible = hits_within(reuse, lifetime_us) if lifetime_us is not None else None
+    warm-up (None: every one). `reuse` is read with a lifetime only."""
+    eligible = None
+    if lifetime_us is not None:
+        if reuse is None:
+            raise ValueError("a lifetime needs the references' reuse times")
+        eligible = reuse.within(lifetime_us)
     if counted is None:
         return eligible
     return counted if eligible is None else eligible & counted
@@ -79,9 +84,10 @@ class SampledRefs(NamedTuple):
     prev: np.ndarray  # previous reference to the same id (-1: none)
     starts: np.ndarray  # each request's first reference, then the total
     tokens: np.ndarray
-    reuse: np.ndarray  # us since the previous reference (read with a lifetime only)
+    reuse: ReuseTimes | None  # (read with a lifetime only)
     counted: np.ndarray | None  # past the warm-up (None: every reference)
     same_session: np.ndarray
+    sample: ShardsSample | None = None  # drawn already (None: drawn here)
 
 
 def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> HitCurve:
@@ -94,14 +100,15 @@ def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> Hi
     tokens it stands for: counted in the sample's count adjustment, which adds what the
     sample lacks as hits, they made the ceiling too high by their share (2.7 % of a Zipf
     stream's references)."""
-    keep, looked_up_tokens = sampled_looked_up(refs.ids, refs.prev, refs.starts, refs.tokens,
-                                               rate)  # fmt: skip
+    sample = refs.sample
+    if sample is None:
+        sample = sampled_looked_up(refs.ids, refs.prev, refs.starts, refs.tokens, rate)
+    keep, looked_up_tokens = sample
     sub_ids, sub_distinct = dense_ids(refs.ids[keep])
     sub_prev = previous_refs(sub_ids, sub_distinct)
     dist = stack_distances(sub_prev, request_starts(refs.ref_req[keep]))
-    # (the reuse times only with a lifetime: none is read without one)
-    eligible = _eligible(refs.reuse[keep] if lifetime_us is not None else refs.reuse[:0],
-                         lifetime_us,
+    reuse = refs.reuse.take(keep) if lifetime_us is not None and refs.reuse is not None else None
+    eligible = _eligible(reuse, lifetime_us,
                          refs.counted[keep] if refs.counted is not None else None)  # fmt: skip
     tokens = refs.tokens[keep]
     total = shards_hit_tokens(dist, tokens, rate, looked_up_tokens, eligible)

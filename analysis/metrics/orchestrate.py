@@ -40,14 +40,13 @@ from analysis.metrics.recommend import per_rank_ram, recommend
 from analysis.metrics.sessions import same_session_refs
 from analysis.metrics.tables import reuse_histogram, routes, series, top_misplaced, top_segments
 from analysis.metrics.traffic import cache_control_requests, session_share, tools_summary
-from analysis.mrc import stack_distances
+from analysis.mrc import ShardsSample, sampled_looked_up, stack_distances
 from analysis.params import AnalysisParams, FleetParams
 from analysis.progress import Progress, ProgressFn
 from analysis.report import Recommendation, Report, WindowReport
 from analysis.reuse import (
-    hits_within,
+    ReuseTimes,
     previous_refs,
-    ref_reuse_times,
     salt_codes,
     scoped_ids,
     to_us,
@@ -86,11 +85,13 @@ class _Run:
     t_last: int
     lifetime_us: int | None  # only reuses within it can hit (None: any)
     rate: float  # the curve's SHARDS sampling rate (1: exact)
+    # its sample, drawn once: the single cache and the admission cache read the same
+    sample: ShardsSample | None
     ref_req: np.ndarray  # request of each block reference
     salts: np.ndarray  # scope salt code of each request
     ids: np.ndarray  # scoped key id of each reference
     prev: np.ndarray  # previous reference to the same scoped key (-1: none)
-    reuse: np.ndarray  # us since that previous reference (-1: a first reference)
+    reuse: ReuseTimes  # each reference's reuse time, from its previous one's request
     same_session: np.ndarray  # that previous reference was of the same session
     distinct: int  # distinct scoped keys
     grid: TimeGrid  # (a reference's grid index: grid.of_request[ref_req], never stored)
@@ -98,11 +99,18 @@ class _Run:
 
 
 def analyze(
-    stream: BlockStream, params: AnalysisParams, progress: ProgressFn | None = None
+    stream: BlockStream,
+    params: AnalysisParams,
+    progress: ProgressFn | None = None,
+    *,
+    consume: bool = False,
 ) -> Report:
+    """The report of `stream` under `params`. With `consume` the caller hands the stream
+    over: its keys, read once for the scoped ids, are let go as soon as they are read
+    (763 MiB at 100 M references), and the stream can no longer be saved."""
     params.validate()
     advance = _stepper(progress, len(params.windows_s) + 3)
-    run = _scoped_run(stream, params)
+    run = _scoped_run(stream, params, consume)
     advance()
     # Three parts on two cores: the windows' hits and working sets, and the cache that
     # admits at the second use, in helper threads while this one computes the single cache.
@@ -150,7 +158,8 @@ def _single_cache(run: _Run) -> tuple[Report, HitCurve, np.ndarray | None]:
     distances = None
     if run.rate < 1.0:
         refs = SampledRefs(run.ids, run.ref_req, run.prev, stream.req_ref_start,
-                           stream.ref_tokens, run.reuse, run.counted, run.same_session)  # fmt: skip
+                           stream.ref_tokens, run.reuse, run.counted, run.same_session,
+                           run.sample)  # fmt: skip
         curve = sampled_curve(refs, run.lifetime_us, run.rate)
     else:
         distances = stack_distances(run.prev, stream.req_ref_start)
@@ -193,7 +202,8 @@ def _tier_inputs(run: _Run, distances: np.ndarray | None) -> FleetInputs:
     stream = run.stream
     columns = StreamColumns(stream.req_ref_start, stream.ref_tokens, stream.req_t_us,
                             stream.req_session, stream.req_prompt_tokens)  # fmt: skip
-    refs = ScopedRefs(run.ids, run.distinct, run.ref_req, run.prev, run.reuse, distances)
+    refs = ScopedRefs(run.ids, run.distinct, run.ref_req, run.prev, run.reuse, distances,
+                      run.sample)  # fmt: skip
     return fleet_inputs(refs, columns, run.warmup_requests, run.counted_tokens,
                         run.lifetime_us, run.rate)  # fmt: skip
 
@@ -243,15 +253,19 @@ def _stepper(progress: ProgressFn | None, steps: int) -> Callable[[], None]:
     return advance
 
 
-def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
-    """The stream's references under the analysis's scope, linked to their neighbours."""
+def _scoped_run(stream: BlockStream, params: AnalysisParams, consume: bool) -> _Run:
+    """The stream's references under the analysis's scope, linked to their neighbours
+    (the stream's keys let go once read, when it is `consume`d)."""
     kv_per_token = params.profile.kv_bytes_per_token(params.kv_dtype)
     # Over millions of references every column counts: indices are int32 while they fit,
     # per-reference times are never materialised, temporaries are dropped early.
     ref_req = stream.ref_request()
     salts = salt_codes(stream.req_tenant, stream.req_user, params.scope)
     ids, distinct = scoped_ids(stream.ref_key, salts[ref_req] if salts.any() else salts[:0])
+    if consume:
+        stream.let_keys_go()
     prev = previous_refs(ids, distinct)
+    reuse = ReuseTimes.of(stream.req_t_us, ref_req, prev)
     grid = TimeGrid.of_requests(stream.req_t_us)
     segments = None
     if stream.source_format == "chat":
@@ -259,6 +273,10 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
             occurrences(stream, salts), segment_kinds(stream, params.doc_min_tokens)
         )
     warm = math.floor(params.warmup * stream.requests)
+    rate = sampling_rate(stream.block_refs, params)
+    sample = None
+    if rate < 1.0:
+        sample = sampled_looked_up(ids, prev, stream.req_ref_start, stream.ref_tokens, rate)
     return _Run(
         warmup_requests=warm,
         counted=ref_req >= warm if warm else None,
@@ -271,13 +289,14 @@ def _scoped_run(stream: BlockStream, params: AnalysisParams) -> _Run:
         t_first=int(stream.req_t_us[0]),
         t_last=int(stream.req_t_us[-1]),
         lifetime_us=to_us(params.lifetime_s) if params.lifetime_s is not None else None,
-        rate=sampling_rate(stream.block_refs, params),
+        rate=rate,
+        sample=sample,
         ref_req=ref_req,
         salts=salts,
         ids=ids,
         prev=prev,
-        reuse=ref_reuse_times(stream.req_t_us, ref_req, prev),
-        same_session=same_session_refs(stream, ref_req, prev),
+        reuse=reuse,
+        same_session=same_session_refs(stream, ref_req, reuse.prev_req),
         distinct=int(distinct),
         grid=grid,
         segments=segments,
@@ -289,12 +308,12 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     and each occurrence's misplaced tokens (returned beside the report)."""
     stream, slot_bytes = run.stream, run.slot_bytes
     w_us = to_us(window_s)
-    hit = hits_within(run.reuse, w_us)
+    hit = run.reuse.within(w_us)
     counted_hit = hit if run.counted is None else hit & run.counted
     hit_tokens = int(stream.ref_tokens.sum(where=counted_hit, dtype=np.int64))
     same_tokens = int(stream.ref_tokens.sum(where=counted_hit & run.same_session, dtype=np.int64))
-    useful = useful_working_set(run.grid, run.ref_req, run.prev, run.reuse, w_us)
-    ttl = ttl_occupancy(run.grid, stream.req_t_us, run.ref_req, run.prev, w_us)
+    useful = useful_working_set(run.grid, run.reuse, w_us)
+    ttl = ttl_occupancy(run.grid, run.reuse, w_us)
     p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
     report = WindowReport(
         window_s=float(window_s),
@@ -327,7 +346,9 @@ def _report(
 ) -> Report:
     stream, params = run.stream, run.params
     tokens = stream.ref_tokens
-    reused = run.reuse >= 0 if run.counted is None else (run.reuse >= 0) & run.counted
+    reused = run.reuse.within(None)
+    if run.counted is not None:
+        reused &= run.counted
     infinite_hits = int(tokens.sum(where=reused, dtype=np.int64))
     infinite_same = int(tokens.sum(where=reused & run.same_session, dtype=np.int64))
     return Report(

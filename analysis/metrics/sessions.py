@@ -23,16 +23,17 @@ def session_codes(stream: BlockStream) -> np.ndarray:
     return codes
 
 
-def same_session_refs(stream: BlockStream, ref_req: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """Per block reference: its previous reference (prev, -1 none) is of the same session."""
-    return _same_session(session_codes(stream), ref_req, prev)
+def same_session_refs(stream: BlockStream, ref_req: np.ndarray, prev_req: np.ndarray) -> np.ndarray:
+    """Per block reference: its previous reference, of request `prev_req` (-1: none), is of
+    the same session."""
+    return _same_session(session_codes(stream), ref_req, prev_req)
 
 
 @numba.njit(cache=True, nogil=True)
-def _same_session(codes, ref_req, prev):  # pragma: no cover (compiled)
+def _same_session(codes, ref_req, prev_req):  # pragma: no cover (compiled)
     # one pass instead of numpy's masks and gathers (four temporaries of every reference)
-    same = np.empty(prev.size, dtype=np.bool_)
-    for i in range(prev.size):
-        p = prev[i]
-        same[i] = p >= 0 and codes[ref_req[i]] == codes[ref_req[p]]
+    same = np.empty(prev_req.size, dtype=np.bool_)
+    for i in range(prev_req.size):
+        p = prev_req[i]
+        same[i] = p >= 0 and codes[ref_req[i]] == codes[p]
     return same

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from analysis.params import AnalysisParams
-from analysis.reuse import to_us
+from analysis.reuse import ReuseTimes, to_us
 from analysis.segments import KINDS, Occurrences
 from analysis.stream import BlockStream
 from analysis.workingset import StepFunction
@@ -26,11 +26,12 @@ def series(
     }
 
 
-def reuse_histogram(reuse_us: np.ndarray, tokens: np.ndarray, windows: tuple[float, ...]) -> dict:
+def reuse_histogram(reuse: ReuseTimes, tokens: np.ndarray, windows: tuple[float, ...]) -> dict:
     """Token-weighted reuse-time distribution on log-spaced bins (seconds)."""
-    top = max(float(reuse_us.max(initial=0)) / 1e6, max(windows), 1.0)
+    rt = (reuse.req_t_us, reuse.ref_req, reuse.prev_req)
+    top = max(_longest_reuse_us(*rt) / 1e6, max(windows), 1.0)
     edges = np.geomspace(1e-3, top * 1.0001, 61)
-    counts, first = _log_histogram(reuse_us, tokens, np.log(edges[0]),
+    counts, first = _log_histogram(*rt, tokens, np.log(edges[0]),
                                    np.log(edges[-1] / edges[0]) / (edges.size - 1),
                                    edges.size - 1)  # fmt: skip
     return {
@@ -41,16 +42,29 @@ def reuse_histogram(reuse_us: np.ndarray, tokens: np.ndarray, windows: tuple[flo
 
 
 @numba.njit(cache=True, nogil=True)
-def _log_histogram(reuse_us, tokens, log_low, log_step, bins):  # pragma: no cover
+def _longest_reuse_us(req_t_us, ref_req, prev_req):  # pragma: no cover (compiled)
+    top = 0
+    for i in range(prev_req.size):
+        p = prev_req[i]
+        if p >= 0:
+            top = max(top, req_t_us[ref_req[i]] - req_t_us[p])
+    return top
+
+
+@numba.njit(cache=True, nogil=True)
+def _log_histogram(
+    req_t_us, ref_req, prev_req, tokens, log_low, log_step, bins
+):  # pragma: no cover (compiled)
     """Token-weighted counts on log-spaced bins of reuse time (seconds, at least 1 ms),
     in one pass; the tokens of first references are summed apart."""
     counts = np.zeros(bins, dtype=np.int64)
     first = 0
-    for i in range(reuse_us.size):
-        r = reuse_us[i]
-        if r < 0:
+    for i in range(prev_req.size):
+        p = prev_req[i]
+        if p < 0:
             first += tokens[i]
             continue
+        r = req_t_us[ref_req[i]] - req_t_us[p]
         seconds = max(r / 1e6, 1e-3)
         b = int((np.log(seconds) - log_low) / log_step)
         counts[min(max(b, 0), bins - 1)] += tokens[i]

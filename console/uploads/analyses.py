@@ -108,7 +108,8 @@ def analysis_run(*, analysis_id: int, redelivered: bool = False) -> None:
         with heartbeat(Analysis, analysis_id, run):
             progress(Progress("loading", 0, 1))
             stream = BlockStream.load(analysis.upload.streams[str(analysis.block_tokens)])
-            report = analyze(stream, analysis_params(**analysis.params), progress=progress)
+            report = analyze(stream, analysis_params(**analysis.params), progress=progress,
+                             consume=True)  # fmt: skip
     except (ValueError, KeyError, OSError) as exc:
         _failed(analysis, f"{type(exc).__name__}: {exc}")
         return

@@ -90,7 +90,8 @@ def finish_ingest(upload: Upload, folders: dict[int, Path]) -> None:
         first = BlockStream.load(folders[first_analysis_block_size(list(folders), source_format)])
         Upload.objects.filter(pk=upload_id).update(stage="analyzing")
         params = dict(DEFAULT_PARAMS)
-        report = analyze(first, analysis_params(**params), progress=None)
+        # (only the header of `first` is read afterwards)
+        report = analyze(first, analysis_params(**params), progress=None, consume=True)
     except Exception as exc:
         ingest_failed(upload, exc)
         return

@@ -1,6 +1,6 @@
 """The per-reference links every measure reads, against their definitions in plain
-Python: the previous reference to the same key, a key's repeat within its request, and
-SHARDS' sample of the keys."""
+Python: the previous reference to the same key, a key's repeat within its request,
+SHARDS' sample of the keys, and reuse times read off the previous reference's request."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from analysis.mrc import sampled_looked_up
-from analysis.reuse import dense_ids, previous_refs, repeated_in_request
+from analysis.reuse import ReuseTimes, dense_ids, previous_refs, repeated_in_request
 
 from .factories import shards_sample
 
@@ -37,7 +37,7 @@ def test_previous_refs_and_repeats_within_a_request(requests):
     # SHARDS' sample of what is looked up: sampled keys, none of their in-request repeats
     tokens = np.arange(keys.size, dtype=np.int32) + 10
     keep, looked_up_tokens = sampled_looked_up(ids, prev, starts, tokens, 0.5)
-    assert keep.tolist() == (shards_sample(ids, 0.5) & ~repeats).tolist()
+    assert keep.tolist() == np.flatnonzero(shards_sample(ids, 0.5) & ~repeats).tolist()
     assert looked_up_tokens == sum(int(t) for t, r in zip(tokens, repeats, strict=True) if not r)
 
 
@@ -53,6 +53,27 @@ def test_the_sample_keeps_the_ids_whose_hash_falls_under_the_rate():
             top = [(int(i) * 0x9E3779B97F4A7C15 % 2**64) >> 40 for i in ids]  # Python ints
             expected = [t < round(rate * 2**24) for t in top]
             keep, looked_up_tokens = sampled_looked_up(ids, prev, starts, tokens, rate)
-            assert keep.tolist() == expected == shards_sample(ids, rate).tolist()
+            assert expected == shards_sample(ids, rate).tolist()
+            assert keep.tolist() == np.flatnonzero(expected).tolist()
             assert looked_up_tokens == ids.size
             assert abs(np.mean(expected) - rate) < 0.01
+
+
+@settings(max_examples=120, deadline=None)
+@given(requests_of_keys, st.lists(st.integers(0, 5_000), min_size=25, max_size=25),
+       st.integers(0, 6_000))  # fmt: skip
+def test_reuse_times_read_off_the_previous_reference_s_request(requests, gaps, window_us):
+    keys, starts = _flatten(requests)
+    ids, distinct = dense_ids(keys)
+    prev = previous_refs(ids, distinct)
+    req_t_us = np.cumsum(gaps[: len(requests)], dtype=np.int64)  # in time order, ties too
+    ref_req = np.repeat(np.arange(len(requests), dtype=np.int32), np.diff(starts))
+    reuse = ReuseTimes.of(req_t_us, ref_req, prev)
+    expected = [int(req_t_us[ref_req[i]] - req_t_us[ref_req[p]]) if p >= 0 else -1
+                for i, p in enumerate(prev.tolist())]  # fmt: skip
+    assert reuse.prev_req.tolist() == [int(ref_req[p]) if p >= 0 else -1 for p in prev.tolist()]
+    assert reuse.times_us().tolist() == expected
+    assert reuse.within(window_us).tolist() == [0 <= r <= window_us for r in expected]
+    assert reuse.within(None).tolist() == [r >= 0 for r in expected]
+    odd = np.arange(1, keys.size, 2)
+    assert reuse.take(odd).times_us().tolist() == expected[1::2]

@@ -76,7 +76,7 @@ def test_repeats_within_a_request_stay_out_of_the_sample(rate):
     repeats = repeated_in_request(prev, starts)
     assert repeats.mean() > 0.05  # the stream has them
     exact = hit_tokens_by_capacity(stack_distances(prev, starts), tokens)
-    refs = SampledRefs(ids, requests, prev, starts, tokens, np.zeros(0, np.int64), None,
+    refs = SampledRefs(ids, requests, prev, starts, tokens, None, None,
                        np.zeros(ids.size, dtype=np.bool_))  # fmt: skip
     approx = sampled_curve(refs, None, rate).total
     total = int(tokens.sum())

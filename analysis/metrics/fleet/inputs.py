@@ -9,8 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.metrics.fleet.tiers import TierDistances
-from analysis.mrc import sampled_looked_up
-from analysis.reuse import repeated_in_request
+from analysis.mrc import ShardsSample, sampled_looked_up
+from analysis.reuse import ReuseTimes, repeated_in_request
 
 
 class StreamColumns(NamedTuple):
@@ -30,9 +30,10 @@ class ScopedRefs(NamedTuple):
     distinct: int
     ref_req: np.ndarray  # request of every reference
     prev: np.ndarray  # previous reference to the same scoped key (-1: none)
-    reuse_us: np.ndarray  # us since it (-1: none)
+    reuse: ReuseTimes  # each reference's reuse time
     # the single curve's engine-order stack distances (exact curves only, else None)
     distances: np.ndarray | None
+    sample: ShardsSample | None = None  # the single curve's SHARDS sample, when it drew one
 
 
 class FleetInputs(NamedTuple):
@@ -73,8 +74,11 @@ def fleet_inputs(
     adjustment = 0.0
     keep: np.ndarray | None
     if rate < 1.0:  # as analysis.metrics.curve's sampled curve samples and counts it
-        keep, looked_up_tokens = sampled_looked_up(refs.ids, refs.prev, starts, tokens, rate)
-        adjustment = rate * looked_up_tokens - float(tokens.sum(where=keep, dtype=np.int64))
+        sample = refs.sample
+        if sample is None:
+            sample = sampled_looked_up(refs.ids, refs.prev, starts, tokens, rate)
+        keep, looked_up_tokens = sample
+        adjustment = rate * looked_up_tokens - float(tokens[keep].sum(dtype=np.int64))
         adjustment /= rate
     else:
         repeat = repeated_in_request(refs.prev, starts)
@@ -83,8 +87,8 @@ def fleet_inputs(
     whole = None
     if refs.distances is not None:
         dist = refs.distances if keep is None else refs.distances[keep]
-        reuse = refs.reuse_us if keep is None else refs.reuse_us[keep]
-        whole = TierDistances(dist, dist, reuse)
+        reuse = refs.reuse if keep is None else refs.reuse.take(keep)
+        whole = TierDistances(dist, dist, reuse.times_us())
     return FleetInputs(
         ids=refs.ids, distinct=refs.distinct, columns=columns,
         warmup_requests=warmup_requests, counted_tokens=counted_tokens,

@@ -326,7 +326,7 @@ class Command(BaseCommand):
             )
             if opts["save_stream"]:
                 stream.save(opts["save_stream"])
-            report = analyze(stream, params)
+            report = analyze(stream, params, consume=True)  # (saved already, if asked)
         except UnusableInput as exc:
             # still write what was skipped and why: the one-line reason is only the first
             self._write(
