@@ -29,7 +29,7 @@ def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
     copies are neither looked up nor touched, so never a hit; the key stands where its
     first copy put it (`anchor`)."""
     n = prev.size
-    anchor = np.empty(n, dtype=np.int64)  # where each reference's key stands afterwards
+    anchor = np.empty(n, dtype=prev.dtype)  # where each reference's key stands afterwards
     tree = np.zeros(n + 1, dtype=np.int32)
     dist = np.zeros(n, dtype=np.int32)  # 0: a first reference or a repeat (never a hit)
     seen = 0

@@ -38,8 +38,8 @@ def tier_distances(
     prev = previous_refs(ids, distinct)
     if gpu_tier or store_threshold <= 1:
         gpu = stack_distances(prev, request_starts(ref_req))
-    else:
-        gpu = np.zeros(ids.size, dtype=np.int64)
+    else:  # (int32 as stack distances are)
+        gpu = np.zeros(ids.size, dtype=np.int32)
     reuse = ref_reuse_times(req_t_us, ref_req, prev)
     del prev
     return TierDistances(gpu, admitted_distances(ids, ref_req, distinct, store_threshold, gpu),
