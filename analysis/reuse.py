@@ -268,6 +268,16 @@ class ReuseTimes(NamedTuple):
     def take(self, keep: np.ndarray) -> ReuseTimes:
         return ReuseTimes(self.req_t_us, self.ref_req[keep], self.prev_req[keep])
 
+    def tokens_within(
+        self, window_us: int, tokens: np.ndarray, first_counted: int, same_session: np.ndarray
+    ) -> tuple[int, int]:
+        """The tokens of the references reused within the window, of the requests from
+        `first_counted` on (past the warm-up), and of those the ones whose previous
+        reference was of their session: sums in one pass, no mask of every reference."""
+        hit, same = _tokens_within(self.req_t_us, self.ref_req, self.prev_req, window_us,
+                                   tokens, first_counted, same_session)  # fmt: skip
+        return int(hit), int(same)
+
 
 @numba.njit(cache=True, nogil=True)
 def _previous_requests(ref_req, prev):  # pragma: no cover (compiled)
@@ -288,6 +298,22 @@ def _requests_within(req_t_us, ref_req, prev_req, window_us):  # pragma: no cove
         p = prev_req[i]
         out[i] = p >= 0 and req_t_us[ref_req[i]] - req_t_us[p] <= window_us
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _tokens_within(
+    req_t_us, ref_req, prev_req, window_us, tokens, first_counted, same_session
+):  # pragma: no cover (compiled)
+    hit = 0
+    same = 0
+    for i in range(prev_req.size):
+        p = prev_req[i]
+        r = ref_req[i]
+        if p >= 0 and r >= first_counted and req_t_us[r] - req_t_us[p] <= window_us:
+            hit += tokens[i]
+            if same_session[i]:
+                same += tokens[i]
+    return hit, same
 
 
 @numba.njit(cache=True, nogil=True)

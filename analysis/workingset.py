@@ -36,17 +36,21 @@ class StepFunction:
         if end <= start:
             return [self.value_at(start)] * len(qs)
         inside = (self.times > start) & (self.times < end)
-        edges = np.concatenate([[start], self.times[inside], [end]])
+        # (each temporary let go as soon as it is read: 100 M references put 4.6 M
+        # request times here, 35 MiB an array)
+        durations = np.diff(np.concatenate([[start], self.times[inside], [end]]))
         values = np.concatenate(([self.value_at(start)], self.values[inside]))
-        durations = np.diff(edges)
         order = np.argsort(values, kind="stable")
-        cumulative = np.cumsum(durations[order])
+        values = values[order]
+        cumulative = durations[order]
+        del order, durations
+        np.cumsum(cumulative, out=cumulative)
         total = cumulative[-1]
         out = []
         for q in qs:
             # tiny tolerance: q * total is a float, durations are exact integers
             index = int(np.searchsorted(cumulative, q * total - 1e-9, side="left"))
-            out.append(int(values[order][min(index, values.size - 1)]))
+            out.append(int(values[min(index, values.size - 1)]))
         return out
 
     def value_at(self, t: int) -> int:

@@ -308,10 +308,9 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     and each occurrence's misplaced tokens (returned beside the report)."""
     stream, slot_bytes = run.stream, run.slot_bytes
     w_us = to_us(window_s)
-    hit = run.reuse.within(w_us)
-    counted_hit = hit if run.counted is None else hit & run.counted
-    hit_tokens = int(stream.ref_tokens.sum(where=counted_hit, dtype=np.int64))
-    same_tokens = int(stream.ref_tokens.sum(where=counted_hit & run.same_session, dtype=np.int64))
+    hit_tokens, same_tokens = run.reuse.tokens_within(
+        w_us, stream.ref_tokens, run.warmup_requests, run.same_session
+    )
     useful = useful_working_set(run.grid, run.reuse, w_us)
     ttl = ttl_occupancy(run.grid, run.reuse, w_us)
     p95, median = useful.time_weighted_quantiles(run.t_first, run.t_last, (0.95, 0.5))
@@ -330,7 +329,7 @@ def _window_report(run: _Run, window_s: float) -> tuple[WindowReport, np.ndarray
     if run.segments is None:
         return report, None
     occ, kinds = run.segments
-    hit_blocks = np.bincount(run.ref_req[hit], minlength=stream.requests)
+    hit_blocks = np.bincount(run.ref_req[run.reuse.within(w_us)], minlength=stream.requests)
     misplaced = misplaced_tokens(occ, hit_blocks * stream.block_tokens, w_us)
     report.misplaced_reuse_tokens = int(misplaced.sum())
     report.segments = segment_classes(occ, kinds, w_us, run.params.min_reuses)

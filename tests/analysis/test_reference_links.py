@@ -77,3 +77,13 @@ def test_reuse_times_read_off_the_previous_reference_s_request(requests, gaps, w
     assert reuse.within(None).tolist() == [r >= 0 for r in expected]
     odd = np.arange(1, keys.size, 2)
     assert reuse.take(odd).times_us().tolist() == expected[1::2]
+    # the window's hit tokens past a warm-up, and of them the same-session ones
+    tokens = np.arange(keys.size, dtype=np.int32) * 7 + 3
+    same_session = np.arange(keys.size) % 3 == 0
+    for first_counted in (0, len(requests) // 2):
+        hit = [0 <= r <= window_us and ref_req[i] >= first_counted
+               for i, r in enumerate(expected)]  # fmt: skip
+        assert reuse.tokens_within(window_us, tokens, first_counted, same_session) == (
+            sum(int(t) for t, h in zip(tokens, hit, strict=True) if h),
+            sum(int(t) for t, h, s in zip(tokens, hit, same_session, strict=True) if h and s),
+        )
