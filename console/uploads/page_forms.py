@@ -21,7 +21,8 @@ class OffloadForm(forms.Form):
         required=False, min_value=0.01, max_value=100_000, label="or a measured bandwidth (GB/s)"
     )
     prefill_tokens_per_s = forms.FloatField(
-        initial=DEFAULT_PREFILL_TOKENS_PER_S,
+        # shown as a person would type it: 30000, not 30000.0
+        initial=f"{DEFAULT_PREFILL_TOKENS_PER_S:g}",
         min_value=1,
         max_value=1e9,
         label="Prefill throughput (tokens/s)",

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,20 @@ def test_auditor_reads_but_changes_nothing(client, done_upload, auditor):
     assert Analysis.objects.count() == before
 
 
+@pytest.mark.parametrize("role", ["analyst", "auditor"])
+def test_every_link_within_the_analysis_page_has_its_target(client, done_upload, role, request):
+    # a reader has no re-analysis form: nothing may point at it ("enter host RAM")
+    client.logout()
+    _login(client, request.getfixturevalue(role))
+    analysis = Analysis.objects.get(upload=done_upload)
+    page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
+    targets = set(re.findall(r'href="#([^"]+)"', page))
+    assert "analysis-form" in targets if role == "analyst" else "analysis-form" not in targets
+    assert {t for t in targets if f'id="{t}"' not in page} == set()
+    if role == "auditor":
+        assert "an analyst can enter host RAM" in page
+
+
 def test_upload_larger_than_the_limit_is_refused_with_a_message(
     client, analyst, chat_log, settings
 ):
@@ -338,6 +353,7 @@ def test_the_analysis_page_says_whether_offload_pays(client, done_upload):
     url = reverse("analysis_detail", args=[analysis.pk])
     page = client.get(url).content.decode()  # the defaults: PCIe 5, 30k tokens/s
     assert "Does offload pay?" in page and "Loading hits from RAM is" in page
+    assert 'name="prefill_tokens_per_s" value="30000"' in page  # not "30000.0"
     report = analysis.report
     saved = (
         report["recommendation"]["hit_ratio"] * report["prompt_tokens"] / (report["span_s"] / 3600)
