@@ -96,14 +96,15 @@ def _per_replica(
         return inputs.whole  # the single cache's own: measured already
     if replicas == 1:  # one replica's stream is the whole view: no copies
         whole = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
-                               inputs.columns.req_t_us, store_threshold, gpu_tier)  # fmt: skip
+                               _times(inputs), store_threshold, gpu_tier)  # fmt: skip
         return _scaled(whole, inputs.rate)
     size = inputs.view_ids.size
     gpu = np.zeros(size, dtype=np.int64)
     # with k = 1 (or a GPU tier alone) the RAM distances are the stream's own
     shared = gpu_only or store_threshold <= 1
     ram = gpu if shared else np.zeros(size, dtype=np.int64)
-    reuse = np.full(size, -1, dtype=np.int64)
+    times = _times(inputs)
+    reuse = np.full(size if times is not None else 0, -1, dtype=np.int64)
     # each replica's references in stream order: one stable sort, then a slice each
     order = np.argsort(view_replica, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(view_replica, minlength=replicas))))
@@ -112,11 +113,12 @@ def _per_replica(
         if not mine.size:
             continue
         tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
-                               inputs.columns.req_t_us, store_threshold, gpu_tier)  # fmt: skip
+                               _times(inputs), store_threshold, gpu_tier)  # fmt: skip
         gpu[mine] = tiers.gpu
         if not shared:
             ram[mine] = tiers.ram
-        reuse[mine] = tiers.reuse_us
+        if times is not None:
+            reuse[mine] = tiers.reuse_us
     return _scaled(TierDistances(gpu, ram, reuse), inputs.rate)
 
 
@@ -126,8 +128,13 @@ def _pooled_store(inputs: FleetInputs, store_threshold: int) -> TierDistances:
     if store_threshold <= 1 and inputs.whole is not None:
         return inputs.whole  # the single cache's own: measured already
     tiers = tier_distances(inputs.view_ids, inputs.view_req, inputs.distinct,
-                           inputs.columns.req_t_us, store_threshold, gpu_tier=False)  # fmt: skip
+                           _times(inputs), store_threshold, gpu_tier=False)  # fmt: skip
     return _scaled(tiers, inputs.rate)
+
+
+def _times(inputs: FleetInputs) -> np.ndarray | None:
+    """The requests' times, for the tiers' reuse times: only a block lifetime reads them."""
+    return inputs.columns.req_t_us if inputs.lifetime_us is not None else None
 
 
 def _no_tier(size: int) -> TierDistances:

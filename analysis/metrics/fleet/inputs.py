@@ -87,8 +87,10 @@ def fleet_inputs(
     whole = None
     if refs.distances is not None:
         dist = refs.distances if keep is None else refs.distances[keep]
-        reuse = refs.reuse if keep is None else refs.reuse.take(keep)
-        whole = TierDistances(dist, dist, reuse.times_us())
+        times = np.zeros(0, dtype=np.int64)
+        if lifetime_us is not None:  # (only a lifetime reads them, as the tiers' own)
+            times = (refs.reuse if keep is None else refs.reuse.take(keep)).times_us()
+        whole = TierDistances(dist, dist, times)
     return FleetInputs(
         ids=refs.ids, distinct=refs.distinct, columns=columns,
         warmup_requests=warmup_requests, counted_tokens=counted_tokens,

@@ -17,7 +17,8 @@ from analysis.reuse import previous_refs, ref_reuse_times
 class TierDistances(NamedTuple):
     """Per reference of a stream (0: never a hit): the stack distance in the stream (the
     GPU tier's), the RAM distance among its admitted references, and the reuse time since
-    the block's previous reference in the stream (us, -1 for none)."""
+    the block's previous reference in the stream (us, -1 for none; an empty array where
+    no block lifetime is asked for, as nothing reads it then)."""
 
     gpu: np.ndarray
     ram: np.ndarray
@@ -28,19 +29,23 @@ def tier_distances(
     ids: np.ndarray,
     ref_req: np.ndarray,
     distinct: int,
-    req_t_us: np.ndarray,
+    req_t_us: np.ndarray | None,
     store_threshold: int,
     gpu_tier: bool = True,
 ) -> TierDistances:
     """Both tiers' distances over one stream of references, in engine order. Without a
     GPU tier (`gpu_tier` False) and with k > 1 nothing reads the stream's own distances:
-    they are left at 0 (never a GPU hit), saving the costliest pass of the two."""
+    they are left at 0 (never a GPU hit), saving the costliest pass of the two. Reuse
+    times only from the requests' times `req_t_us` (None: none are read)."""
     prev = previous_refs(ids, distinct)
     if gpu_tier or store_threshold <= 1:
         gpu = stack_distances(prev, request_starts(ref_req))
     else:  # (int32 as stack distances are)
         gpu = np.zeros(ids.size, dtype=np.int32)
-    reuse = ref_reuse_times(req_t_us, ref_req, prev)
+    if req_t_us is None:
+        reuse = np.zeros(0, dtype=np.int64)
+    else:
+        reuse = ref_reuse_times(req_t_us, ref_req, prev)
     del prev
     return TierDistances(gpu, admitted_distances(ids, ref_req, distinct, store_threshold, gpu),
                          reuse)  # fmt: skip
