@@ -246,7 +246,7 @@ class ReuseTimes(NamedTuple):
     (`prev_req`, -1: none) is an index, half the bytes of a time (100 M references: 381 MiB
     less), and kernels that read that request find it in order instead of looking it up."""
 
-    req_t_us: np.ndarray  # each request's time
+    req_t_us: np.ndarray  # each request's time (in time order: no gap is negative)
     ref_req: np.ndarray  # each reference's request
     prev_req: np.ndarray  # the request of its previous reference (-1: none)
 

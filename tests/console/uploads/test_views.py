@@ -230,18 +230,21 @@ def test_auditor_reads_but_changes_nothing(client, done_upload, auditor):
     assert Analysis.objects.count() == before
 
 
-@pytest.mark.parametrize("role", ["analyst", "auditor"])
+@pytest.mark.parametrize("role", ["analyst", "auditor", "analyst without the stream"])
 def test_every_link_within_the_analysis_page_has_its_target(client, done_upload, role, request):
-    # a reader has no re-analysis form: nothing may point at it ("enter host RAM")
+    # a reader, or an analyst whose upload's stream is gone, has no re-analysis form:
+    # nothing may point at it ("enter host RAM"), and the page says why
     client.logout()
-    _login(client, request.getfixturevalue(role))
+    _login(client, request.getfixturevalue(role.split()[0]))
+    if role == "analyst without the stream":
+        Upload.objects.filter(pk=done_upload.pk).update(streams={})
     analysis = Analysis.objects.get(upload=done_upload)
     page = client.get(reverse("analysis_detail", args=[analysis.pk])).content.decode()
     targets = set(re.findall(r'href="#([^"]+)"', page))
-    assert "analysis-form" in targets if role == "analyst" else "analysis-form" not in targets
+    assert ("analysis-form" in targets) == (role == "analyst")
     assert {t for t in targets if f'id="{t}"' not in page} == set()
-    if role == "auditor":
-        assert "an analyst can enter host RAM" in page
+    assert ("an analyst can enter host RAM" in page) == (role == "auditor")
+    assert ("needs the upload's stored stream" in page) == (role == "analyst without the stream")
 
 
 def test_upload_larger_than_the_limit_is_refused_with_a_message(
