@@ -44,6 +44,12 @@
     $("[data-fill]").style.width = (share * 100).toFixed(1) + "%";
     $("[data-stage]").textContent = STAGES[data.stage] || data.stage || "Queued";
     $("[data-status]").textContent = data.status_display;
+    // the page's status badge, drawn with the page, says what the panel says (a job queued
+    // then is running now)
+    for (const badge of document.querySelectorAll("[data-job-status]")) {
+      badge.textContent = data.status_display;
+      badge.className = "badge " + data.status;
+    }
     const bytesStage = data.stage === "reading";
     $("[data-done]").textContent = data.total > 0
       ? (bytesStage ? fmtBytes(data.done) + " of " + fmtBytes(data.total) : data.done + " of " + data.total + " steps")

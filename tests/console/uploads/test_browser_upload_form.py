@@ -1,7 +1,7 @@
 """The upload form's block sizes and Retry in a real browser (headless Chromium, as
 test_browser.py), by keyboard: the form shows the format's own size ticked and explains
 it; a Mooncake trace read at 256 fails naming 512, and Retry with 512 reads it. A running
-upload's details box follows its progress."""
+upload's details box and status badge follow its progress."""
 
 from __future__ import annotations
 
@@ -88,12 +88,17 @@ def test_the_form_explains_the_default_and_retry_changes_the_block_size(
 
 def test_the_details_box_follows_a_running_ingest(browser_page, analyst):
     page, session = browser_page.page, browser_page
-    upload = Upload.objects.create(name="busy", status="running", stage="reading",
-                                   progress_total=10_000, requests_done=5)  # fmt: skip
+    upload = Upload.objects.create(name="busy", status="pending", progress_total=10_000,
+                                   requests_done=5)  # fmt: skip
     sign_in(page, analyst.username)
     page.goto(f"/uploads/{upload.pk}/")
     expect(page.locator("dd[data-live-requests]")).to_have_text("5")
-    update_row(Upload, upload.pk, requests_done=16_000, skipped_so_far=12, progress_done=4_000)
+    expect(page.locator("[data-upload-status]")).to_have_text("Queued")
+    update_row(Upload, upload.pk, status="running", stage="reading", requests_done=16_000,
+               skipped_so_far=12, progress_done=4_000)  # fmt: skip
+    # the badge drawn with the page follows the job, as the panel does
+    expect(page.locator("[data-upload-status]")).to_have_text("Running")
+    expect(page.locator("[data-upload-status]")).to_have_class("badge running")
     # the progress panel and the details box show the same numbers, as they change
     expect(page.locator("dd[data-live-requests]")).to_have_text("16,000")
     expect(page.locator("dd[data-requests]")).to_have_text("16,000")
