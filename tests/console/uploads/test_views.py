@@ -230,6 +230,19 @@ def test_auditor_reads_but_changes_nothing(client, done_upload, auditor):
     assert Analysis.objects.count() == before
 
 
+def test_a_raw_file_being_read_is_not_said_to_be_kept(client, analyst):
+    # the default retention deletes it once the ingest ends: while it runs, say so
+    _login(client, analyst)
+    upload = Upload.objects.create(name="busy", status="running", stage="reading",
+                                   raw_paths=["/nowhere/busy.jsonl"])  # fmt: skip
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert "<dd data-raw-file>read now, deleted when the ingest ends</dd>" in page
+    kept = timezone.now() + dt.timedelta(days=3)
+    Upload.objects.filter(pk=upload.pk).update(keep_raw_until=kept)
+    page = client.get(reverse("upload_detail", args=[upload.pk])).content.decode()
+    assert "<dd data-raw-file>kept until " in page
+
+
 @pytest.mark.parametrize("role", ["analyst", "auditor", "analyst without the stream"])
 def test_every_link_within_the_analysis_page_has_its_target(client, done_upload, role, request):
     # a reader, or an analyst whose upload's stream is gone, has no re-analysis form:
