@@ -83,7 +83,7 @@ def test_a_running_job_whose_beat_is_old_is_stalled_and_retry_completes_it(
     page = client.get(page_url).content.decode()
     assert "The ingest stalled." in page and "other-machine:7" in page
     # its badge says so too (it read "Running" beside the stalled notice)
-    assert '<span class="badge stalled" data-upload-status>Stalled</span>' in page
+    assert '<span class="badge stalled" data-upload-status data-job-status>Stalled</span>' in page
     assert reverse("upload_retry", args=[stalled.pk]) in page  # the Retry button
     status = orjson.loads(client.get(reverse("upload_status", args=[stalled.pk])).content)
     assert status["stalled"] is True and status["status"] == "running"
