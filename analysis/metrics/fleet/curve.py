@@ -113,7 +113,7 @@ def _per_replica(
         if not mine.size:
             continue
         tiers = tier_distances(inputs.view_ids[mine], inputs.view_req[mine], inputs.distinct,
-                               _times(inputs), store_threshold, gpu_tier)  # fmt: skip
+                               times, store_threshold, gpu_tier)  # fmt: skip
         gpu[mine] = tiers.gpu
         if not shared:
             ram[mine] = tiers.ram
