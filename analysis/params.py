@@ -126,6 +126,9 @@ class AnalysisParams:
     # the curve is exact up to this many block references, SHARDS-sampled beyond
     mrc_exact_limit: int = 20_000_000
     shards_rate: float | None = None  # None: enough for ~4 M sampled references
+    # a sampled curve is exact up to this many slots (None: 1,000 / rate; see
+    # analysis.metrics.curve.exact_slots), SHARDS-estimated beyond
+    shards_exact_slots: int | None = None
     serving: ServingShape | None = None  # for the weights / active KV / host RAM budgets
     series_buckets: int = 240
     top_n: int = 50
@@ -148,6 +151,8 @@ class AnalysisParams:
         self.profile.check_tp(self.tp)
         if self.shards_rate is not None and not 0 < self.shards_rate <= 1:
             raise ValueError("the SHARDS sampling rate must be in (0, 1]")
+        if self.shards_exact_slots is not None and self.shards_exact_slots < 1:
+            raise ValueError("a sampled curve is exact up to at least one slot")
         if self.min_reuses < 1:
             raise ValueError("min_reuses must be at least 1")
         if self.doc_min_tokens < 1:

@@ -11,8 +11,14 @@ import time
 
 import numpy as np
 
-from analysis.metrics.curve import SampledRefs, sampled_curve
-from analysis.mrc import hit_tokens_by_capacity, sampled_looked_up, stack_distances
+from analysis.metrics.curve import SampledRefs, exact_slots, sampled_curve
+from analysis.mrc import (
+    hit_tokens_by_capacity,
+    request_starts,
+    sampled_looked_up,
+    shards_hit_tokens,
+    stack_distances,
+)
 from analysis.reuse import dense_ids, previous_refs
 from bench.harness import peak_rss_mb
 
@@ -47,9 +53,10 @@ def _compare_shards(
     dense: np.ndarray, prev: np.ndarray, starts: np.ndarray, tokens: np.ndarray,
     exact: np.ndarray, rate: float,
 ) -> None:  # fmt: skip
-    """SHARDS at `rate` on the same references, as analyze samples them (the engine's own
-    sampled_curve): its time, and its worst error against the exact curve from the
-    smallest capacity SHARDS can resolve (100 / rate slots) up."""
+    """The sampled curve at `rate` on the same references, as analyze computes it (the
+    engine's own sampled_curve: exact up to 1,000 / rate slots, SHARDS beyond): its time,
+    and its worst error against the exact curve from 100 / rate slots up; then plain
+    SHARDS' on the same sample."""
     total = int(tokens.sum())
     start = time.perf_counter()
     requests = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
@@ -57,13 +64,27 @@ def _compare_shards(
                        np.zeros(dense.size, dtype=np.bool_))  # fmt: skip
     approx = sampled_curve(refs, None, rate).total
     took = time.perf_counter() - start
-    kept = sampled_looked_up(dense, prev, starts, tokens, rate).keep.size
+    sample = sampled_looked_up(dense, prev, starts, tokens, rate)
     caps = np.arange(int(np.ceil(100 / rate)), exact.size)
+    error, at = _worst_error(exact, approx, caps, total)
+    print(
+        f"  SHARDS rate {rate}: {sample.keep.size:,} sampled references, exact up to "
+        f"{exact_slots(rate):,} slots, {took:.2f} s; max |error| vs exact for capacities "
+        f">= {caps[0]:,} slots: {error:.4f} (at {at:,} slots)"
+    )
+    # plain SHARDS, every capacity from the sample's distances (the engine's before 12-05)
+    sub, sub_distinct = dense_ids(dense[sample.keep])
+    plain = shards_hit_tokens(stack_distances(previous_refs(sub, sub_distinct),
+                                              request_starts(requests[sample.keep])),
+                              tokens[sample.keep], rate, sample.looked_up_tokens)  # fmt: skip
+    error, at = _worst_error(exact, plain, caps, total)
+    print(f"  plain SHARDS at the same rate: max |error| {error:.4f} (at {at:,} slots)")
+
+
+def _worst_error(
+    exact: np.ndarray, approx: np.ndarray, caps: np.ndarray, total: int
+) -> tuple[float, int]:
+    """The largest |approx - exact| hit ratio over `caps`, and the capacity it is at."""
     errors = np.abs(exact[caps] - approx[np.minimum(caps, approx.size - 1)]) / total
     worst = int(np.argmax(errors))
-    error = float(errors[worst])
-    print(
-        f"  SHARDS rate {rate}: {kept:,} sampled references, "
-        f"{took:.2f} s; max |error| vs exact for capacities >= {caps[0]:,} slots: {error:.4f} "
-        f"(at {caps[worst]:,} slots)"
-    )
+    return float(errors[worst]), int(caps[worst])

@@ -3,6 +3,7 @@ SHARDS sample of the scoped keys beyond it, and the points the report lists."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -13,9 +14,9 @@ from analysis.mrc import (
     hit_tokens_by_capacity,
     request_starts,
     sampled_looked_up,
-    shards_hit_tokens,
     stack_distances,
 )
+from analysis.near_stack import near_hits
 from analysis.params import AnalysisParams
 from analysis.reuse import ReuseTimes, dense_ids, previous_refs
 
@@ -90,61 +91,80 @@ class SampledRefs(NamedTuple):
     sample: ShardsSample | None = None  # drawn already (None: drawn here)
 
 
-def sampled_curve(refs: SampledRefs, lifetime_us: int | None, rate: float) -> HitCurve:
-    """The curve from the SHARDS sample of the scoped keys' dense `ids` (the analysis's
-    own: factorizing 100 M keys again cost 8 s): distances on the sampled stream, split by
-    session (_sampled_same_session).
+# the near stack's depth as a multiple of 1 / R: SHARDS estimates capacity C from about
+# R x C sampled keys, so beyond K = NEAR_KEYS / R every estimate rests on NEAR_KEYS or more
+NEAR_KEYS = 1000
 
-    A key's later copies within one request are known never to hit without sampling
-    anything (`prev` says which they are), so they stay out of the sample and out of the
-    tokens it stands for: counted in the sample's count adjustment, which adds what the
-    sample lacks as hits, they made the ceiling too high by their share (2.7 % of a Zipf
-    stream's references)."""
+
+def exact_slots(rate: float) -> int:
+    """The capacities up to which a sampled curve is exact (analysis.near_stack)."""
+    return math.ceil(NEAR_KEYS / rate)
+
+
+def sampled_curve(
+    refs: SampledRefs, lifetime_us: int | None, rate: float, exact_up_to: int | None = None
+) -> HitCurve:
+    """The curve of a stream too long for the exact one: exact up to `exact_up_to` slots
+    (exact_slots(rate) by default) from the top of the stack, which every reference is
+    measured against (analysis.near_stack), and beyond it SHARDS on the sample of the
+    scoped keys' dense `ids` (the analysis's own: factorizing 100 M keys again cost 8 s).
+
+    The top of the stack counts exactly the tokens reused from deeper than K as well, so
+    the sample only says where between K and the ceiling they hit: the ceiling is exact,
+    and where plain SHARDS missed by up to 3 points just above 100 / R slots (its estimate
+    there rests on ~100 keys) the curve is now exact. A key's later copies within one
+    request are never looked up: neither counted nor sampled (`prev` says which they are)."""
     sample = refs.sample
     if sample is None:
         sample = sampled_looked_up(refs.ids, refs.prev, refs.starts, refs.tokens, rate)
-    keep, looked_up_tokens = sample
+    keep = sample.keep
+    limit = exact_slots(rate) if exact_up_to is None else exact_up_to
+    eligible = _eligible(refs.reuse, lifetime_us, refs.counted)
+    near = near_hits(refs.ids, refs.prev, refs.starts, refs.tokens, eligible,
+                     refs.same_session, keep, limit)  # fmt: skip
     sub_ids, sub_distinct = dense_ids(refs.ids[keep])
-    sub_prev = previous_refs(sub_ids, sub_distinct)
-    dist = stack_distances(sub_prev, request_starts(refs.ref_req[keep]))
-    reuse = refs.reuse.take(keep) if lifetime_us is not None and refs.reuse is not None else None
-    eligible = _eligible(reuse, lifetime_us,
-                         refs.counted[keep] if refs.counted is not None else None)  # fmt: skip
-    tokens = refs.tokens[keep]
-    total = shards_hit_tokens(dist, tokens, rate, looked_up_tokens, eligible)
-    same = refs.same_session[keep] if eligible is None else refs.same_session[keep] & eligible
-    # the count adjustment shards_hit_tokens adds from the smallest hit distance on
-    adjustment = (rate * looked_up_tokens - float(tokens.sum())) / rate
-    return HitCurve(total, _sampled_same_session(dist, tokens, eligible, same, rate,
-                                                 adjustment, total))  # fmt: skip
+    dist = stack_distances(previous_refs(sub_ids, sub_distinct), request_starts(refs.ref_req[keep]))
+    far = (dist > 0) & ~near.sampled_near
+    if eligible is not None:
+        far &= eligible[keep]
+    far_at = np.maximum(np.ceil(dist[far] / rate), limit + 1).astype(np.int64)
+    tokens = refs.tokens[keep][far]
+    same = refs.same_session[keep][far]
+    # each part on its own (both grow with capacity), the curve their sum
+    same_cum = _near_and_far(near.same_session, near.far_same_session, far_at[same],
+                             tokens[same])  # fmt: skip
+    cross_cum = _near_and_far(near.tokens - near.same_session,
+                              near.far_tokens - near.far_same_session, far_at[~same],
+                              tokens[~same])  # fmt: skip
+    size = max(same_cum.size, cross_cum.size)
+    same_cum = _as_long(same_cum, size)
+    return HitCurve(same_cum + _as_long(cross_cum, size), same_cum)
 
 
-def _sampled_same_session(
-    dist: np.ndarray,
-    tokens: np.ndarray,
-    eligible: np.ndarray | None,
-    same: np.ndarray,
-    rate: float,
-    adjustment: float,
-    total: np.ndarray,
+def _near_and_far(
+    near: np.ndarray, far_tokens: int, far_at: np.ndarray, sampled_tokens: np.ndarray
 ) -> np.ndarray:
-    """Same-session hit tokens by capacity from the sample: its same-session hits scaled
-    by 1 / rate, plus the share of the count adjustment the ceiling's split gives them (a
-    constant from the smallest hit distance on, as the whole curve's adjustment is), so
-    both parts grow with capacity. Clipped to the whole curve."""
-    scaled = np.where(dist > 0, np.ceil(dist / rate), 0).astype(np.int64)
-    raw_all = _as_long(hit_tokens_by_capacity(scaled, tokens, eligible), total.size)
-    raw_same = _as_long(hit_tokens_by_capacity(scaled, tokens, same), total.size)
-    if not raw_all[-1]:
-        return np.zeros(total.size, dtype=np.int64)
-    first = int(np.argmax(raw_all > 0))  # the smallest hit distance
-    shifted = raw_same / rate
-    shifted[first:] += adjustment * (raw_same[-1] / raw_all[-1])
-    return np.clip(np.rint(shifted), 0, total).astype(np.int64)
+    """cum[C]: the exact hits by distance up to K (`near`, indexed by distance), then the
+    `far_tokens` reused from deeper, spread over capacities past K as the sample's far
+    references are (each at its scaled distance `far_at`, weighing its tokens)."""
+    limit = near.size - 1
+    top = int(far_at.max()) if far_at.size else limit + 1
+    hist = np.zeros(max(top, limit + 1) + 1, dtype=np.float64)
+    hist[: limit + 1] = near
+    if far_tokens:
+        far = np.bincount(far_at, weights=sampled_tokens.astype(np.float64))
+        if far.sum() > 0:
+            hist[: far.size] += far * (far_tokens / far.sum())
+        else:  # no far reference was sampled: nothing says where past K they hit
+            hist[limit + 1] += far_tokens
+    # trailing capacities that add no hit are left off, as the exact curve's are
+    end = int(np.flatnonzero(hist)[-1]) + 1 if hist.any() else 1
+    cum = np.cumsum(hist[:end])
+    return np.rint(cum, out=cum).astype(np.int64)
 
 
 def curve_points(
-    curve: HitCurve, total_tokens: int, slot_bytes: int, rate: float, recommended_slots: int
+    curve: HitCurve, total_tokens: int, slot_bytes: int, recommended_slots: int
 ) -> list[dict]:
     """The report's `mrc`: hit ratio at log-spaced capacities and at the recommended one,
     each split into same-session and cross-session hits."""
@@ -161,9 +181,6 @@ def curve_points(
             "same_session_hit_ratio": hit_share(same, total_tokens),
             "cross_session_hit_ratio": hit_share(hits - same, total_tokens),
         })  # fmt: skip
-    if rate < 1.0:  # below 100 / rate slots a sampled curve is noise: say so
-        for point in points:
-            point["resolved"] = point["capacity_slots"] >= 100 / rate
     return points
 
 

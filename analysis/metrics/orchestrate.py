@@ -160,14 +160,14 @@ def _single_cache(run: _Run) -> tuple[Report, HitCurve, np.ndarray | None]:
         refs = SampledRefs(run.ids, run.ref_req, run.prev, stream.req_ref_start,
                            stream.ref_tokens, run.reuse, run.counted, run.same_session,
                            run.sample)  # fmt: skip
-        curve = sampled_curve(refs, run.lifetime_us, run.rate)
+        curve = sampled_curve(refs, run.lifetime_us, run.rate, params.shards_exact_slots)
     else:
         distances = stack_distances(run.prev, stream.req_ref_start)
         curve = exact_curve(distances, stream.ref_tokens, run.reuse, run.lifetime_us,
                             run.counted, run.same_session)  # fmt: skip
     recommendation = recommend(curve, run.counted_tokens, stream.block_tokens, params)
     slots = recommendation.capacity_slots
-    mrc = curve_points(curve, run.counted_tokens, run.slot_bytes, run.rate, slots)
+    mrc = curve_points(curve, run.counted_tokens, run.slot_bytes, slots)
     report = _report(run, [], mrc, run.rate, recommendation)
     report.knee = _knee(run, curve, mrc, recommendation)
     report.curve_steps = curve_steps(curve.total, run.counted_tokens)
@@ -233,7 +233,7 @@ def _add_tiers(
     tiers = inputs if distances is None else _tier_inputs(run, distances)
     if params.fleet is not None:
         report.fleet = fleet_section(tiers, params, stream.block_tokens, run.slot_bytes,
-                                     report.recommendation.ceiling)  # fmt: skip
+                                     single, report.recommendation.ceiling)  # fmt: skip
     if has_usage(stream):
         fleet = params.fleet if params.fleet is not None else FleetParams()
         gpu_slots = fleet.gpu_cache_bytes // gpu_block_bytes(params, stream.block_tokens)

@@ -28,6 +28,7 @@ from console.format import (
     window_name,
 )
 from console.staticfinders import STATIC_PATH as PLOTLY_PATH
+from console.uploads.curve_words import sampling_words
 from console.uploads.fleet_words import fleet_label, router_name, same_requests_note, use_ordinal
 from console.uploads.prompts import TOOLS_POSITION_PLACED, log_format_name, upload_log_format
 
@@ -118,6 +119,11 @@ def num(number: int | float) -> str:
 def times(number: float) -> str:
     """A factor: the busiest replica's load over the mean, 1.8 -> 1.80×."""
     return times_text(number)
+
+
+@register.filter
+def curve_sampling(report: dict) -> str:
+    return sampling_words(report)
 
 
 @register.filter

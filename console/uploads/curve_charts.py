@@ -42,6 +42,7 @@ from console.uploads.curve_marks import (
     mark_trace,
     y_top,
 )
+from console.uploads.curve_words import sampling_words
 from console.uploads.ram_axis import headroom, ram_gib, ram_title
 
 # the hit-ratio curve's stacked band (metrics.md section 7), in the palette's colours: the
@@ -280,9 +281,7 @@ def mrc_figure(report: dict) -> dict:
     for trace in [*extra["traces"], _recommended_trace(report)]:
         fig.add_trace(trace)
     # the curve's one name on every page and download: the hit-ratio curve
-    title = "Hit-ratio curve (exact LRU)"
-    if not report.get("mrc_exact", True):
-        title = f"Hit-ratio curve (sampled at {percent(report['mrc_sampling_rate']):g}%)"
+    title = f"Hit-ratio curve ({sampling_words(report)})"
     style(
         fig,
         title,

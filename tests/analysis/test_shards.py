@@ -57,9 +57,66 @@ def test_analyze_says_when_the_curve_is_sampled(ingest_rows, trace):
     stream: BlockStream = ingest_rows(rows, block_tokens=10)
     report = analyze(stream, AnalysisParams(mrc_exact_limit=1000, shards_rate=0.5))
     assert report.mrc_exact is False and report.mrc_sampling_rate == 0.5
-    assert [p["resolved"] for p in report.mrc] == [p["capacity_slots"] >= 200 for p in report.mrc]
     exact = analyze(stream, AnalysisParams())
-    assert exact.mrc_exact is True and "resolved" not in exact.mrc[0]
+    assert exact.mrc_exact is True
+    # 48 keys, all within the exact top of the stack (1,000 / 0.5 slots): every point is
+    # the exact curve's, none marked unresolved
+    assert report.mrc == exact.mrc and "resolved" not in report.mrc[0]
+
+
+def _engine_stream(seed: int) -> SampledRefs:
+    """Zipf(1.05) keys in requests of 16 references, as engines look them up."""
+    rng = np.random.default_rng(seed)
+    ids, distinct = dense_ids((rng.zipf(1.05, 400_000) % 40_000).astype(np.int64))
+    starts = np.append(np.arange(0, ids.size, 16), ids.size).astype(np.int64)
+    requests = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
+    same = rng.random(ids.size) < 0.3
+    return SampledRefs(ids, requests, previous_refs(ids, distinct), starts,
+                       np.full(ids.size, 16, dtype=np.int32), None, None, same)  # fmt: skip
+
+
+def test_a_sampled_curve_is_exact_up_to_the_top_of_the_stack():
+    refs = _engine_stream(6)
+    dist = stack_distances(refs.prev, refs.starts)
+    exact_total = hit_tokens_by_capacity(dist, refs.tokens)
+    exact_same = hit_tokens_by_capacity(dist, refs.tokens, refs.same_session)
+    # (carried flat to the whole curve's capacities, as the exact curve's part is)
+    exact_same = np.append(exact_same, [exact_same[-1]] * (exact_total.size - exact_same.size))
+    curve = sampled_curve(refs, None, 0.05, exact_up_to=3000)
+    # both parts, capacity by capacity, up to K; and the ceilings, which the top of the
+    # stack counts too (every reuse from deeper than K)
+    assert np.array_equal(curve.total[:3001], exact_total[:3001])
+    assert np.array_equal(curve.same_session[:3001], exact_same[:3001])
+    assert curve.total[-1] == exact_total[-1] and curve.same_session[-1] == exact_same[-1]
+    # a stack as deep as the keys are many leaves nothing to estimate: the exact curve
+    whole = sampled_curve(refs, None, 0.05, exact_up_to=40_000)
+    assert np.array_equal(whole.total, exact_total)
+    assert np.array_equal(whole.same_session, exact_same)
+
+
+@pytest.mark.parametrize(("seed", "rate"), [(7, 0.05), (5, 0.1), (1, 0.2)])
+def test_past_100_over_r_the_curve_meets_its_bound_where_plain_shards_misses(seed, rate):
+    refs = _engine_stream(seed)
+    exact = hit_tokens_by_capacity(stack_distances(refs.prev, refs.starts), refs.tokens)
+    total = int(refs.tokens.sum())
+    capacities = np.arange(int(np.ceil(100 / rate)), exact.size)
+
+    def worst(curve: np.ndarray) -> float:
+        at = np.minimum(capacities, curve.size - 1)
+        worst = float(np.abs(exact[capacities] - curve[at]).max() / total)
+        print(f"worst error {worst:.4f}")  # (pytest shows it when the test fails)
+        return worst
+
+    # plain SHARDS (the engine's before): every capacity from the sample's distances alone
+    looked_up = ~repeated_in_request(refs.prev, refs.starts)
+    keep = shards_sample(refs.ids, rate) & looked_up
+    sub, sub_distinct = dense_ids(refs.ids[keep])
+    looked_up_tokens = int(refs.tokens[looked_up].sum())
+    plain = shards_hit_tokens(stack_distances(previous_refs(sub, sub_distinct),
+                                              request_starts(refs.ref_req[keep])),
+                              refs.tokens[keep], rate, looked_up_tokens)  # fmt: skip
+    assert worst(plain) > 0.01
+    assert worst(sampled_curve(refs, None, rate).total) <= 0.01
 
 
 @pytest.mark.parametrize("rate", [0.2, 0.05])

@@ -27,12 +27,13 @@ ADMISSION_THRESHOLD = 2
 
 def fleet_section(
     inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
-    single_cache_ceiling: float,
+    single: HitCurve, single_cache_ceiling: float,
 ) -> dict:  # fmt: skip
-    """The `fleet` section of the report: every chosen router's curve and recommendation."""
+    """The `fleet` section of the report: every chosen router's curve and recommendation
+    (`single`: the single cache's curve, which a fleet of one without tiers is)."""
     fleet = params.fleet if params.fleet is not None else FleetParams()
     gpu_slots = fleet.gpu_cache_bytes // gpu_block_bytes(params, block_tokens)
-    routers = _router_entries(inputs, params, block_tokens, slot_bytes, gpu_slots)
+    routers = _router_entries(inputs, params, block_tokens, slot_bytes, gpu_slots, single)
     return {
         "replicas": fleet.replicas,
         "gpu_cache_bytes": fleet.gpu_cache_bytes,
@@ -56,7 +57,7 @@ def gpu_block_bytes(params: AnalysisParams, block_tokens: int) -> int:
 
 def _router_entries(
     inputs: FleetInputs, params: AnalysisParams, block_tokens: int, slot_bytes: int,
-    gpu_slots: int,
+    gpu_slots: int, single: HitCurve,
 ) -> list[dict]:  # fmt: skip
     """Every chosen router's entry. A router that partitions the requests exactly as an
     earlier one (sessions on a log without session ids deal round robin) has its figures.
@@ -73,6 +74,10 @@ def _router_entries(
 
     def entry(router: str) -> dict:
         curve = router_curve(inputs, fleet, router, gpu_slots, partitions[router])
+        if _is_the_single_cache(fleet, gpu_slots) and inputs.rate < 1.0:
+            # a sampled curve is exact up to K slots where the single cache's is computed
+            # (analysis.metrics.curve.sampled_curve); the tiers' passes are plain SHARDS
+            curve = curve._replace(total=single.total)
         return _router_entry(curve, inputs, params, block_tokens, slot_bytes, fleet.replicas)
 
     own = [router for router in partitions if origin[router] == router]
@@ -81,6 +86,11 @@ def _router_entries(
     return [computed[router] if origin[router] == router else
             {**computed[origin[router]], "router": router, "same_partition_as": origin[router]}
             for router in partitions]  # fmt: skip
+
+
+def _is_the_single_cache(fleet: FleetParams, gpu_slots: int) -> bool:
+    """One replica, no GPU tier, every block stored at its first use: the single cache."""
+    return fleet.replicas == 1 and gpu_slots == 0 and fleet.store_threshold <= 1
 
 
 def admission_curve(inputs: FleetInputs) -> RouterCurve:

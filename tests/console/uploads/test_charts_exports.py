@@ -451,7 +451,9 @@ def test_finder_through_django(settings):
     assert found and Path(found).is_file()
 
 
-def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
+def test_a_sampled_curve_says_where_it_is_exact_and_an_older_one_its_unresolved_points(
+    tmp_path,
+):
     from analysis import AnalysisParams, IngestOptions, analyze, ingest
     from bench.generate import mooncake_requests, write_jsonl
     from console.uploads.charts import mrc_figure
@@ -461,9 +463,19 @@ def test_a_sampled_curve_marks_its_unresolved_capacities(tmp_path):
     stream = ingest([path], IngestOptions(hash_key=b"test-secret-0123456789"))
     report = analyze(stream, AnalysisParams(mrc_exact_limit=10, shards_rate=0.25)).to_dict()
     assert report["mrc_exact"] is False and report["mrc_sampling_rate"] == 0.25
-    below = [p for p in report["mrc"] if p["capacity_slots"] < 100 / 0.25]
-    assert below and all(p["resolved"] is False for p in below)
-    trace = next(t for t in mrc_figure(report)["data"] if t.get("uid") == "unresolved")
+    # exact up to 1,000 / 0.25 slots: no capacity is left unresolved
+    figure = mrc_figure(report)
+    assert figure["layout"]["title"]["text"].startswith(
+        "Hit-ratio curve (exact up to 4,000 slots, sampled at 25% beyond)")  # fmt: skip
+    assert not [t for t in figure["data"] if t.get("uid") == "unresolved"]
+    # a report of the plain SHARDS curve (before the exact top) marked the capacities
+    # below 100 / R unresolved: it is still drawn so
+    for point in report["mrc"]:
+        point["resolved"] = point["capacity_slots"] >= 100 / 0.25
+    below = [p for p in report["mrc"] if not p["resolved"]]
+    figure = mrc_figure(report)
+    assert figure["layout"]["title"]["text"].startswith("Hit-ratio curve (sampled at 25%)")
+    trace = next(t for t in figure["data"] if t.get("uid") == "unresolved")
     assert trace["x"] == pytest.approx([_ram_gib(report, p["capacity_bytes"]) for p in below])
 
 
