@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -29,3 +29,12 @@ class RequeueOnConnect(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(RequeueOnConnect)
+
+
+@signals.worker_init.connect
+def yield_to_the_pages(**_) -> None:
+    """Lowers a worker's CPU priority by KVSCOPE_WORKER_NICE when it starts, before its
+    pool forks: its processes, and the ingest's part processes, inherit it."""
+    from django.conf import settings
+
+    os.nice(settings.KVSCOPE_WORKER_NICE)

@@ -180,6 +180,10 @@ KVSCOPE_INGEST_PARTS = env_int(
     "KVSCOPE_INGEST_PARTS", usable_cores() if CELERY_BROKER_URL else 1, minimum=1
 )
 KVSCOPE_PARALLEL_MIN_BYTES = env_int("KVSCOPE_PARALLEL_MIN_BYTES", 256 * 1024**2, minimum=1)
+# A worker's CPU priority below the web's (nice; 0: the same): ingests and analyses are
+# batch work of seconds to minutes, a page is waited on. Where they share the cores a page
+# is not queued behind an ingest; where the worker has them to itself nothing changes.
+KVSCOPE_WORKER_NICE = env_int("KVSCOPE_WORKER_NICE", 10, minimum=0)
 
 # Folder of extra tiktoken BPE files (<encoding>.tiktoken); cl100k_base ships offline.
 KVSCOPE_TIKTOKEN_DIR = env_str("KVSCOPE_TIKTOKEN_DIR", "")

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from console.uploads.services import upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.uploads.tasks import requeue_undispatched_task
 from tests.console.factories import PASSWORD
+from tests.console.own_worker import own_worker
 from tests.console.waiting import BROKER_MODE, finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,35 +53,10 @@ def big_log(tmp_path) -> Path:
     return path
 
 
-@contextmanager
-def _worker(name: str, queue: str, tmp_path: Path, pool: str = "solo", **env: str):
-    """A worker of our own on a private queue, solo pool by default (SIGKILL kills the
-    task too); "prefork" is the production shape (two pool processes)."""
-    db = connection.settings_dict
-    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", pool,
-         *(["-c", "2"] if pool == "prefork" else []), "-Q", queue, "-n", f"{name}@%h",
-         "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env={**os.environ, "DATABASE_URL": url, **env},
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    node = f"{name}@{socket.gethostname()}"
-    try:
-        wait_for(lambda: app.control.ping(destination=[node], timeout=0.5), timeout=60)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(30)
-        log.close()
-
-
 @needs_broker
 def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_path):
     queue = "kvscope-faults"
-    with _worker("doomed", queue, tmp_path) as doomed:
+    with own_worker("doomed", queue, tmp_path) as doomed:
         upload = upload_create(name="big", sources=[big_log], queue=queue)
 
         def reading():
@@ -95,7 +70,7 @@ def test_a_worker_killed_mid_ingest_is_rerun_to_the_same_report(big_log, tmp_pat
     stuck = Upload.objects.get(pk=upload.pk)
     assert stuck.status == JobStatus.RUNNING and str(doomed.pid) in stuck.processed_by
     # a new worker gets the unacknowledged task back (marked redelivered) and takes over
-    with _worker("rescuer", queue, tmp_path, KVSCOPE_BROKER_VISIBILITY_TIMEOUT="2",
+    with own_worker("rescuer", queue, tmp_path, KVSCOPE_BROKER_VISIBILITY_TIMEOUT="2",
                  KVSCOPE_BROKER_RESTORE_EVERY="1") as rescuer:  # fmt: skip
         done = wait_for(finished(Upload, upload.pk), timeout=240)
         assert done.status == JobStatus.DONE, done.message
@@ -119,7 +94,7 @@ def test_a_job_whose_worker_was_killed_is_stalled_soon_and_retry_completes_it(
     settings.KVSCOPE_STALL_SECONDS = 10  # this process judges the beat (the page, Retry)
     client.force_login(analyst)  # no password hashing between the kill and the first Retry
     queue = "kvscope-stall"  # nobody else consumes it: the task is never redelivered
-    with _worker("killed", queue, tmp_path, KVSCOPE_STALL_SECONDS="10") as killed:
+    with own_worker("killed", queue, tmp_path, KVSCOPE_STALL_SECONDS="10") as killed:
         upload = upload_create(name="big", sources=[big_log], queue=queue)
         wait_for(_ingesting(upload.pk), timeout=60, interval=0.05)
         first = Upload.objects.get(pk=upload.pk)
@@ -364,7 +339,7 @@ def _worker_on_private_broker(name: str, tmp_path: Path):
     redis = _PrivateRedis(tmp_path)
     redis.start()
     try:
-        with _broker_at(redis.url), _worker(name, "celery", tmp_path, pool="prefork",
+        with _broker_at(redis.url), own_worker(name, "celery", tmp_path, pool="prefork",
                                             CELERY_BROKER_URL=redis.url) as worker:  # fmt: skip
             yield redis, worker
     finally:
