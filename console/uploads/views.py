@@ -162,6 +162,7 @@ def _upload_page(
             "upload": upload,
             "analyses": analyses,
             "form": form,
+            "fields_html": selectors.analysis_fields_html(form) if form else None,
             "retry_form": retry_form,
             "can_analyze": can_analyze(request.user),
         },
@@ -236,7 +237,10 @@ def analysis_new(request: HttpRequest, pk: int) -> HttpResponse:
 
 @reader_required
 def analysis_status(request: HttpRequest, pk: int) -> JsonResponse:
-    return JsonResponse(_job_json(get_object_or_404(Analysis, pk=pk)))
+    # polled every few seconds by an open page: the job's state only, not its report and
+    # figures (~0.3 MB to read and parse on a 3,000-request log)
+    job = get_object_or_404(Analysis.objects.defer("report", "figures", "params"), pk=pk)
+    return JsonResponse(_job_json(job))
 
 
 @reader_required
@@ -266,7 +270,7 @@ def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # the figures, and the fleet's and admission's sections in words
             **fleet_page(report, page_figures(analysis)),
             "form": form,
-            "fields_html": selectors.analysis_fields_html(analysis, form) if form else None,
+            "fields_html": selectors.analysis_fields_html(form) if form else None,
             # compare with analyses of any upload, this one ticked and the baseline
             "picker": compare_picker([analysis.pk], analysis.pk),
             "can_analyze": can_analyze(request.user),

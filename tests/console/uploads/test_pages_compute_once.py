@@ -167,3 +167,39 @@ def test_the_reanalysis_fields_are_rendered_once_per_analysis_with_its_own_value
             assert re.search(rf'<option value="{scope}"\s+selected>', _field(page, "scope"))
             assert f'value="{headroom}"' in _field(page, "headroom")
             assert 'name="csrfmiddlewaretoken"' in page  # the form still posts
+
+
+def test_the_upload_page_reuses_the_fields_its_latest_analysis_rendered(
+    client, done_upload, monkeypatch
+):
+    first = Analysis.objects.get(upload=done_upload)
+    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
+    params = dict(first.params, scope="user", headroom=0.5)
+    latest = Analysis.objects.create(
+        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
+        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
+    rendered = _counting(monkeypatch, selectors, "render_to_string")
+    client.get(reverse("analysis_detail", args=[latest.pk]))
+    upload_pages = [client.get(reverse("upload_detail", args=[done_upload.pk])).content.decode()
+                    for _ in range(2)]  # fmt: skip
+    assert len(rendered) == 1  # the same values, the same choices: the same fields
+    for page in upload_pages:  # the latest analysis's values, prefilled
+        assert re.search(r'<option value="user"\s+selected>', _field(page, "scope"))
+        assert 'value="50"' in _field(page, "headroom")
+
+
+def test_polled_and_listing_pages_read_no_figures(client, done_upload):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    analysis = Analysis.objects.get(upload=done_upload)
+    with CaptureQueriesContext(connection) as status_queries:
+        status = client.get(reverse("analysis_status", args=[analysis.pk])).json()
+    assert status["status"] == "done"
+    assert not [q for q in status_queries if "report" in q["sql"] or "figures" in q["sql"]]
+    with CaptureQueriesContext(connection) as page_queries:
+        page = client.get(reverse("upload_detail", args=[done_upload.pk])).content.decode()
+    assert not [q for q in page_queries if '"figures"' in q["sql"]]
+    # the recommendation, read out of the report by the database, in the listing
+    ram = analysis.report["recommendation"]["ram_bytes"] / 2**30
+    assert f"{ram:,.2f} GiB" in page
