@@ -36,6 +36,8 @@ BENCHMARKS.md gives the sizes its figures were measured at.
               python -m bench blanklines --mib 1024 [--workdir DIR]
   load        pages and uploads under 1, 8, 32 concurrent users (gunicorn, Locust)
               python -m bench load --seconds 30 [--users 1,8,32] [--workdir DIR]
+  pagecost    each page's server time for one client (Django's test client), and a profile
+              python -m bench pagecost [--views 20] [--workdir DIR]
   pageload    the first analysis page as a browser loads it: HTML + scripts, Chromium
               python -m bench pageload [--mode dev|prod|both] [--runs 5] [--workdir DIR]
 
@@ -102,6 +104,9 @@ def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("load", help="pages and uploads under 1, 8, 32 concurrent users")
     p.add_argument("--seconds", type=int, default=30, help="per level")
     p.add_argument("--users", default="1,8,32")
+    p.add_argument("--workdir")
+    p = sub.add_parser("pagecost", help="each page's server time for one client")
+    p.add_argument("--views", type=int, default=20)
     p.add_argument("--workdir")
     p = sub.add_parser("workers", help="split ingest: one Celery worker vs two")
     p.add_argument("--requests", type=int, default=150_000)
@@ -264,6 +269,10 @@ def _run_ingest_and_pages(args: argparse.Namespace, timer: ProcessTimer) -> None
             from bench import load
 
             load.run(args.seconds, [int(x) for x in args.users.split(",")], args.workdir)
+        case "pagecost":
+            from bench import page_cost
+
+            page_cost.run(args.views, args.workdir)
         case "pageload":
             from bench import pageload
 

@@ -9,7 +9,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from console.json_field import FastJSONField
 from console.uploads.fleet_words import fleet_label
 
 
@@ -144,10 +143,10 @@ class Analysis(Job):
     # the user's own name for it ("" until renamed): shown before its summary
     label = models.CharField(max_length=200, blank=True)
     params = models.JSONField(default=dict)  # the form's values (console.uploads.analysis_forms)
-    report = FastJSONField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
     # the Plotly figures drawn from the report, as [name, figure] pairs in drawing order,
     # built once when it is written: a page view reads them, it never recomputes anything
-    figures = FastJSONField(null=True, blank=True, editable=False)
+    figures = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
