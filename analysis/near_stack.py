@@ -25,7 +25,8 @@ class NearHits(NamedTuple):
     """What the K-deep stack saw of the references an engine looks up (a key's later
     copies within one request are never looked up) that may hit (`eligible`)."""
 
-    tokens: np.ndarray  # hit tokens by exact stack distance 1..K ([0] is 0)
+    tokens: np.ndarray  # hit tokens by exact stack distance 1..K ([0] is 0); K: the
+    # depth asked for, or the number of keys when they are fewer
     same_session: np.ndarray  # of them, those whose previous reference was of their session
     far_tokens: int  # tokens reused at a distance past K (a miss below K slots)
     far_same_session: int
@@ -48,6 +49,7 @@ def near_hits(
     if limit < 1:
         raise ValueError("the near stack holds at least one key")
     keys = int(ids.max()) + 1 if ids.size else 0
+    limit = min(limit, max(keys, 1))  # no stack is deeper than the keys are many
     check = np.ones(0, dtype=np.bool_) if eligible is None else eligible
     out = _near_pass(ids, prev, np.asarray(starts, dtype=np.int64), tokens, check,
                      same_session, keep, limit, keys, window_slots(limit))  # fmt: skip

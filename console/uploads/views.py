@@ -227,7 +227,7 @@ def analysis_new(request: HttpRequest, pk: int) -> HttpResponse:
         "uploads/upload_detail.html",
         {
             "upload": upload,
-            "analyses": upload.analyses.all(),
+            "analyses": selectors.upload_analyses(upload),
             "form": form,
             "can_analyze": True,
         },

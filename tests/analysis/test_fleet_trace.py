@@ -104,3 +104,7 @@ def test_a_sampled_fleet_of_one_is_the_sampled_single_curve(stream, rate):
     for point in one["mrc"]:
         assert point["hit_ratio"] == pytest.approx(single[point["capacity_slots"]], abs=tolerance)
     assert one["ceiling"] == pytest.approx(report.recommendation.ceiling, abs=tolerance)
+    # and what its one replica must still prefill is what that curve misses at its size
+    load = one["load"]["per_replica"][0]
+    assert load["prefill_tokens"] == pytest.approx(
+        load["prompt_tokens"] * (1 - one["recommendation"]["hit_ratio"]), abs=1)  # fmt: skip

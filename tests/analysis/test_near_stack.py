@@ -57,13 +57,16 @@ def test_near_distances_are_the_whole_stacks_up_to_k(requests, limit, seed):
     keep = np.flatnonzero((rng.random(ids.size) < 0.3) & ~repeated_in_request(prev, starts))
     dist = stack_distances(prev, starts).astype(np.int64)
     near = near_hits(ids, prev, starts, tokens, eligible, same, keep, limit)
+    # no stack is deeper than the keys are many: K is the smaller of the two
+    depth = min(limit, int(ids.max()) + 1)
+    assert near.tokens.size == near.same_session.size == depth + 1
     hit = (dist > 0) & eligible
     expected = np.bincount(dist[hit & (dist <= limit)], weights=tokens[hit & (dist <= limit)],
-                           minlength=limit + 1)  # fmt: skip
+                           minlength=depth + 1)  # fmt: skip
     assert near.tokens.tolist() == expected.astype(np.int64).tolist()
     on = hit & same & (dist <= limit)
     assert near.same_session.tolist() == np.bincount(
-        dist[on], weights=tokens[on], minlength=limit + 1).astype(np.int64).tolist()  # fmt: skip
+        dist[on], weights=tokens[on], minlength=depth + 1).astype(np.int64).tolist()  # fmt: skip
     assert near.far_tokens == int(tokens[hit & (dist > limit)].sum())
     assert near.far_same_session == int(tokens[hit & same & (dist > limit)].sum())
     # a sampled reference is near when it is looked up at a distance within K

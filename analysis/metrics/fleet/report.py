@@ -229,11 +229,14 @@ def _load(curve: RouterCurve, inputs: FleetInputs, slots: int, replicas: int) ->
     requests = np.bincount(mine, minlength=replicas)
     prompt = np.bincount(mine, weights=inputs.columns.req_prompt_tokens[inputs.warmup_requests:],
                          minlength=replicas)  # fmt: skip
-    hit = curve.gpu_hit | ((curve.ram_slots > 0) & (curve.ram_slots <= slots))
-    if inputs.view_counted is not None:
-        hit &= inputs.view_counted
-    hits = np.bincount(curve.view_replica[hit], weights=inputs.view_tokens[hit],
-                       minlength=replicas) / inputs.rate  # fmt: skip
+    if replicas == 1:  # its hits are the curve's at `slots` (a sample's count-adjusted)
+        hits = np.array([curve.total[min(slots, curve.total.size - 1)]], dtype=np.float64)
+    else:
+        hit = curve.gpu_hit | ((curve.ram_slots > 0) & (curve.ram_slots <= slots))
+        if inputs.view_counted is not None:
+            hit &= inputs.view_counted
+        hits = np.bincount(curve.view_replica[hit], weights=inputs.view_tokens[hit],
+                           minlength=replicas) / inputs.rate  # fmt: skip
     prefill = np.maximum(np.rint(prompt - hits), 0)
     return {
         "requests_max_over_mean": _max_over_mean(requests),

@@ -260,3 +260,10 @@ def test_sessions_on_a_log_without_them_deal_as_round_robin(client, analyst, fou
     assert "Recommended RAM, one cache" in listing
     links = re.findall(r'href="([^"]+)" data-per-replica-link', listing)
     assert links == [reverse("analysis_detail", args=[analysis.pk]) + "#fleet"]
+    # the same list under a re-analysis form sent back with its error
+    refused = client.post(reverse("analysis_new", args=[four_requests.pk]),
+                          _reanalysis(replicas="0"))  # fmt: skip
+    assert refused.status_code == 400
+    listing = refused.content.decode()
+    assert re.findall(r'href="([^"]+)" data-per-replica-link', listing) == links
+    assert gib(analysis.report["recommendation"]["ram_bytes"]) in listing
