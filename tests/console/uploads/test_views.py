@@ -381,6 +381,11 @@ def test_the_analysis_page_says_whether_offload_pays(client, done_upload):
     break_even = report["kv_bytes_per_token"] * 40_000 / 1e9
     assert f"{break_even:.2f} GB/s: below it, recomputing is faster" in slow
     assert "At this bandwidth recomputing is faster: 25.00 µs per token" in slow
+    # one token per second: a quarter of the hour's prompt tokens take that many seconds,
+    # in thousands as every other big number on the page is
+    crawl = client.get(url, {**ask, "prefill_tokens_per_s": "1"}).content.decode()
+    seconds = 0.25 * report["prompt_tokens"] / (report["span_s"] / 3600)
+    assert seconds > 1000 and f">{seconds:,.1f} s per hour" in crawl
 
 
 def test_a_replay_trace_is_exported_and_reads_back_to_the_same_numbers(
