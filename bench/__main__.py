@@ -37,7 +37,7 @@ BENCHMARKS.md gives the sizes its figures were measured at.
   load        pages and uploads under 1, 8, 32 concurrent users (gunicorn, Locust)
               python -m bench load --seconds 30 [--users 1,8,32] [--workdir DIR]
   pagecost    each page's server time for one client (Django's test client), and a profile
-              python -m bench pagecost [--views 20] [--workdir DIR]
+              python -m bench pagecost [--views 20] [--uploads 0] [--workdir DIR]
   pageload    the first analysis page as a browser loads it: HTML + scripts, Chromium
               python -m bench pageload [--mode dev|prod|both] [--runs 5] [--workdir DIR]
 
@@ -107,6 +107,7 @@ def _add_curve_and_logs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workdir")
     p = sub.add_parser("pagecost", help="each page's server time for one client")
     p.add_argument("--views", type=int, default=20)
+    p.add_argument("--uploads", type=int, default=0, help="other uploads, each analyzed")
     p.add_argument("--workdir")
     p = sub.add_parser("workers", help="split ingest: one Celery worker vs two")
     p.add_argument("--requests", type=int, default=150_000)
@@ -272,7 +273,7 @@ def _run_ingest_and_pages(args: argparse.Namespace, timer: ProcessTimer) -> None
         case "pagecost":
             from bench import page_cost
 
-            page_cost.run(args.views, args.workdir)
+            page_cost.run(args.views, args.uploads, args.workdir)
         case "pageload":
             from bench import pageload
 

@@ -2,9 +2,11 @@
 embedded (eager) task runner: the median of N views of each page through Django's test
 client, then where the analysis page's time goes (cProfile, by own time).
 
-    python -m bench pagecost [--views 20] [--workdir DIR]
+    python -m bench pagecost [--views 20] [--uploads 0] [--workdir DIR]
 
-The analysis is the default one of the load benchmark's 3,000-request log."""
+The analysis is the default one of the load benchmark's 3,000-request log; --uploads adds
+that many other uploads, each with a finished analysis, as a team's console holds them
+(the analysis page's compare picker lists the newest 30)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from bench.servers import console_env, fresh_database
 PASSWORD_ENV = "KVSCOPE_PAGECOST_PASSWORD"
 
 
-def run(views: int, workdir: str | None) -> None:
+def run(views: int, uploads: int, workdir: str | None) -> None:
     work = work_folder(workdir, prefix="kvscope-pagecost-")
     os.environ.update({
         **console_env(database_url=fresh_database("kvscope_pagecost"), data_dir=work / "data",
@@ -45,6 +47,7 @@ def run(views: int, workdir: str | None) -> None:
     client = Client(HTTP_HOST="127.0.0.1")
     assert client.login(username="pagecost", password=os.environ[PASSWORD_ENV])
     upload_pk, analysis_pk = _seeded(work / "day.jsonl")
+    _others(analysis_pk, uploads)
     pages = {
         "analysis page": f"/analyses/{analysis_pk}/",
         "analysis status.json": f"/analyses/{analysis_pk}/status.json",
@@ -76,6 +79,18 @@ def _seeded(log: Path) -> tuple[int, int]:
             return upload.pk, done.pk
         time.sleep(0.5)
     raise SystemExit("pagecost: the log's analysis did not finish in 5 minutes")
+
+
+def _others(analysis_pk: int, uploads: int) -> None:
+    """`uploads` other uploads, each with one finished analysis of the seeded one's
+    parameters (rows only: the pages read of them what the picker shows)."""
+    from console.models import Analysis, Upload
+
+    seeded = Analysis.objects.get(pk=analysis_pk)
+    for i in range(uploads):
+        upload = Upload.objects.create(name=f"other {i}", status="done")
+        Analysis.objects.create(upload=upload, block_tokens=seeded.block_tokens,
+                                params=seeded.params, status="done")  # fmt: skip
 
 
 def _median_ms(client, url: str, views: int) -> float:

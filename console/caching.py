@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.core.cache import cache
+from django.core.cache import caches
 
 T = TypeVar("T")
 
@@ -18,9 +18,13 @@ def cache_key(kind: str, *parts: object) -> str:
     return f"kvscope:{kind}:{digest}"
 
 
-def computed_once(kind: str, parts: tuple, compute: Callable[[], T]) -> T:
-    """The cached value for `parts`, computed (and cached) on the first call."""
+def computed_once(
+    kind: str, parts: tuple, compute: Callable[[], T], *, alias: str = "default"
+) -> T:
+    """The cached value for `parts` in the cache `alias`, computed (and cached) on the
+    first call."""
     key = cache_key(kind, *parts)
+    cache = caches[alias]
     value = cache.get(key)
     if value is None:
         value = compute()

@@ -76,13 +76,26 @@ TEMPLATES = [
 # --- data: database, files -------------------------------------------------------------
 DATA_DIR = Path(env_str("KVSCOPE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
+
+def _conn_max_age() -> int:
+    """Seconds a process keeps its database connection. The web (console.wsgi, which sets
+    KVSCOPE_WEB_PROCESS) keeps it between requests: opening one per request cost each page
+    ~10 ms of its own and PostgreSQL a backend's start. Workers, commands and tests close
+    theirs after each task or request (0): a test database can then be dropped at the end
+    of a run, with no idle worker connection left on it."""
+    if env_bool("KVSCOPE_WEB_PROCESS", False):
+        return env_int("KVSCOPE_WEB_CONN_MAX_AGE", 60, minimum=0)
+    return env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
+
+
 try:
     DATABASES = {
         "default": dj_database_url.parse(
             env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
-            # 0 closes the connection after each request/task: workers stay safe when
-            # PostgreSQL restarts, and test databases can be dropped at the end of a run.
-            conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+            conn_max_age=_conn_max_age(),
+            # a kept connection is checked before a request uses it: a PostgreSQL
+            # restart costs the next request a reconnection, not an error
+            conn_health_checks=True,
         )
     }
 except ValueError as exc:
@@ -106,7 +119,15 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "TIMEOUT": 3600,
         "OPTIONS": {"MAX_ENTRIES": 500},
-    }
+    },
+    # rendered page sections (console.uploads.report_section), ~0.3 MB each with their
+    # figures: few entries, so a process holds tens of MB of them at most
+    "pages": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "kvscope-pages",
+        "TIMEOUT": 3600,
+        "OPTIONS": {"MAX_ENTRIES": 64},
+    },
 }
 
 # Uploaded logs and block-stream artifacts. Web and workers must share this folder.

@@ -5,6 +5,8 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+# what settings keep apart for the web process: its database connections are kept
+os.environ["KVSCOPE_WEB_PROCESS"] = "1"
 application = get_wsgi_application()
 
 

@@ -10,10 +10,13 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
 
 from analysis.compare import differing_parameters, headline_rows
+from console.caching import computed_once
 from console.models import Analysis
 from console.policies import audit
 from console.roles import reader_required
@@ -30,6 +33,22 @@ def compare_picker(chosen: list[int], baseline: int | None) -> dict:
     others = any(a.pk not in chosen for _, choices in groups for a in choices)
     return {"groups": groups, "chosen": set(chosen), "baseline": baseline, "others": others,
             "max": MAX_COMPARED}  # fmt: skip
+
+
+def picker_html(chosen: list[int], baseline: int | None, title: str) -> SafeString:
+    """The picker rendered (templates/uploads/_compare_picker.html) once per state of what
+    it shows: its rows are read on every view (three small queries), but its thirty-odd
+    uploads' fieldsets, most of an analysis page's rendering once a team has uploaded that
+    many logs, are rendered only when an upload's name, an analysis's title or re-runs,
+    the choice or the title change. `shown` is everything the template reads."""
+    picker = compare_picker(chosen, baseline)
+    groups = tuple(
+        (upload.pk, upload.name, tuple((a.pk, a.title, tuple(a.policy_reruns)) for a in choices))
+        for upload, choices in picker["groups"]
+    )
+    shown = (title, tuple(chosen), baseline, MAX_COMPARED, groups)
+    return computed_once("compare-picker", shown, lambda: render_to_string(
+        "uploads/_compare_picker.html", {"picker": picker, "title": title}))  # fmt: skip
 
 
 def source_name(analysis: Analysis) -> str:
@@ -96,6 +115,6 @@ def compare(request: HttpRequest) -> HttpResponse:
         "rows": rows,
         "differing": differing_parameters(reports, sources),
         "csv_query": urlencode({"a": pks, "baseline": pks[baseline], "format": "csv"}, doseq=True),
-        "picker": compare_picker(pks, pks[baseline]),
+        "picker_html": picker_html(pks, pks[baseline], "Compare other analyses"),
     }
     return render(request, "uploads/compare.html", context)

@@ -4,8 +4,11 @@ from (console.caching), so no page view repeats engine work."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Callable
+
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 
 from analysis import BlockStream
@@ -69,17 +72,37 @@ def upload_analyses(upload: Upload) -> list[Analysis]:
     return label_reruns(list(rows))
 
 
+def analysis_page_row(pk: int) -> Analysis:
+    """The analysis of its page, with its upload and `has_report`, but not its report and
+    figures: they are read only if the report's sections are rendered for the view
+    (console.uploads.report_section); most views read those from the page cache."""
+    rows = Analysis.objects.select_related("upload").defer("report", "figures")
+    has_report = ExpressionWrapper(Q(report__isnull=False), output_field=BooleanField())
+    return get_object_or_404(rows.annotate(has_report=has_report), pk=pk)
+
+
+def analysis_report_html(analysis: Analysis, variant: tuple, render: Callable[[], str]) -> str:
+    """The analysis page's report-derived sections as `render` draws them, rendered once
+    per state of the analysis's row, version of the charts and `variant` (what differs
+    between readers), and kept in the page cache (settings.CACHES["pages"]): a finished
+    analysis's report and figures never change, and a job run again is finished again."""
+    parts = (_row_version(analysis), CHARTS_VERSION, variant)
+    return computed_once("analysis-report", parts, render, alias="pages")
+
+
 def compare_choices() -> list[tuple[Upload, list[Analysis]]]:
     """The finished analyses a reader may compare (every role reads every upload), grouped
     by upload: the newest PICKER_UPLOADS uploads that have one, newest first, each with
-    its analyses newest first. Reports and figures are not read."""
+    its analyses newest first. Reports and figures are not read; three queries in all."""
     uploads = list(Upload.objects.filter(analyses__status=JobStatus.DONE).distinct()
                    .only("pk", "name", "created_at")[:PICKER_UPLOADS])  # fmt: skip
-    done = Analysis.objects.filter(upload__in=uploads, status=JobStatus.DONE)
+    done = Analysis.objects.filter(upload__in=uploads, status=JobStatus.DONE).only(
+        "pk", "upload_id", "block_tokens", "params", "label", "created_at"
+    )
     groups: dict[int, list[Analysis]] = {upload.pk: [] for upload in uploads}
-    for analysis in done.only("pk", "upload_id", "block_tokens", "params", "created_at"):
+    for analysis in label_reruns(list(done)):  # (their re-runs in one query, not one a group)
         groups[analysis.upload_id].append(analysis)
-    return [(upload, label_reruns(groups[upload.pk])) for upload in uploads]
+    return [(upload, groups[upload.pk]) for upload in uploads]
 
 
 def compared_analyses(ids: list[int]) -> list[Analysis]:

@@ -12,7 +12,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from analysis import BlockStream
-from analysis.offload import offload_payoff
 from analysis.replay import ReplayOptions, replay_lines
 from console.benchmarks.predictions import export_record
 from console.downloads import json_file
@@ -23,14 +22,11 @@ from console.roles import analyst_required, can_analyze, reader_required
 from console.uploads import exports, selectors
 from console.uploads.analyses import analysis_create, analysis_retry, default_block_size
 from console.uploads.analysis_forms import AnalysisForm, analysis_initial
-from console.uploads.comparison import compare_picker
-from console.uploads.figures import page_figures
-from console.uploads.fleet_view import fleet_page
+from console.uploads.comparison import picker_html
 from console.uploads.forms import RetryForm, UploadForm, block_sizes_initial
 from console.uploads.limits import files_refused
-from console.uploads.page_forms import OffloadForm, ReplayForm
-from console.uploads.planner_views import planner_page
-from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
+from console.uploads.page_forms import ReplayForm
+from console.uploads.report_section import report_html
 from console.uploads.services import RetryRefused, upload_create, upload_retry
 from console.uploads.storage import StorageError
 from console.web import attachment, download
@@ -245,40 +241,26 @@ def analysis_status(request: HttpRequest, pk: int) -> JsonResponse:
 
 @reader_required
 def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    analysis = get_object_or_404(Analysis.objects.select_related("upload"), pk=pk)
-    report = analysis.report
+    analysis = selectors.analysis_page_row(pk)
     form = None
     if can_analyze(request.user) and analysis.upload.streams:
         form = AnalysisForm(
             initial=analysis_initial(analysis.params, analysis.block_tokens),
             block_sizes=analysis.upload.available_block_sizes,
         )
-    offload_form = OffloadForm(request.GET if "prefill_tokens_per_s" in request.GET else None)
-    offload = None
-    if report:
-        try:
-            offload = offload_payoff(report, **offload_form.estimate_args())
-        except ValueError as exc:
-            offload_form.add_error(None, str(exc))
     return render(
         request,
         "uploads/analysis_detail.html",
         {
             "analysis": analysis,
             "upload": analysis.upload,
-            "report": report,
-            # the figures, and the fleet's and admission's sections in words
-            **fleet_page(report, page_figures(analysis)),
+            "has_report": analysis.has_report,
+            "report_html": report_html(request, analysis, form) if analysis.has_report else "",
             "form": form,
             "fields_html": selectors.analysis_fields_html(form) if form else None,
             # compare with analyses of any upload, this one ticked and the baseline
-            "picker": compare_picker([analysis.pk], analysis.pk),
+            "picker_html": picker_html([analysis.pk], analysis.pk, "Compare with other analyses"),
             "can_analyze": can_analyze(request.user),
-            "offload_form": offload_form,
-            "offload": offload,
-            "carried": prompt_facts(report, analysis.upload.log_format) if report else None,
-            **planner_page(report, request.GET),
-            "tools_why": TOOLS_POSITION_WHY,
         },
     )
 

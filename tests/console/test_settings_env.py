@@ -98,3 +98,63 @@ def test_a_big_log_is_split_over_the_cores_when_real_workers_take_the_parts():
     assert _parts_setting() == 1
     assert _parts_setting(CELERY_BROKER_URL="redis://127.0.0.1:6379/15",
                           KVSCOPE_INGEST_PARTS="3") == 3  # fmt: skip
+
+
+# Two requests through the WSGI application, as gunicorn serves them: the database
+# connection's identity after each (None: closed at the request's end).
+_TWO_REQUESTS = """
+import io, os, sys
+if sys.argv[1] == "web":
+    import console.wsgi
+    application = console.wsgi.application
+else:
+    import django
+    from django.core.handlers.wsgi import WSGIHandler
+    django.setup()
+    application = WSGIHandler()
+from django.conf import settings
+from django.db import connection
+seen = []
+for _ in range(2):
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz", "SERVER_NAME": "127.0.0.1",
+               "SERVER_PORT": "80", "wsgi.input": io.BytesIO(), "wsgi.url_scheme": "http",
+               "HTTP_HOST": "127.0.0.1"}
+    response = application(environ, lambda status, headers: None)
+    body = b"".join(response)
+    response.close()  # as a WSGI server does: the request has finished
+    assert body == b"ok", body
+    seen.append(id(connection.connection) if connection.connection else None)
+print(settings.DATABASES["default"]["CONN_MAX_AGE"], *seen)
+"""
+
+
+@pytest.mark.parametrize(
+    ("process", "env", "kept"),
+    [
+        ("web", {}, 60),
+        ("web", {"KVSCOPE_WEB_CONN_MAX_AGE": "0"}, 0),
+        ("other", {}, 0),  # a worker, a command, a test
+        ("other", {"DATABASE_CONN_MAX_AGE": "30"}, 30),
+    ],
+)
+def test_the_web_keeps_its_database_connection_between_requests(tmp_path, process, env, kept):
+    result = subprocess.run(
+        [sys.executable, "-c", _TWO_REQUESTS, process],
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+            "KVSCOPE_DATA_DIR": str(tmp_path),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    age, first, second = result.stdout.split()
+    assert int(age) == kept
+    if kept:  # the second request used the connection the first one opened
+        assert first != "None" and first == second
+    else:
+        assert first == second == "None"

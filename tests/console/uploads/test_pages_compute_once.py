@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 from django.urls import reverse
 
 from analysis import BlockStream, analyze
@@ -17,7 +17,7 @@ from console.engine import analysis_params
 from console.models import Analysis, Upload
 from console.uploads import figures, selectors
 from console.uploads.charts import CHARTS_VERSION
-from tests.console.factories import PASSWORD
+from tests.console.factories import PASSWORD, make_user
 from tests.console.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def empty_cache():
-    cache.clear()  # a cached summary of another test's upload must not answer for this one
+    for each in caches.all():  # another test's cached pages must not answer for this one
+        each.clear()
 
 
 @pytest.fixture
@@ -42,6 +43,17 @@ def done_upload(client, analyst, chat_log) -> Upload:
         return upload if upload.finished else None
 
     return wait_for(finished)
+
+
+@pytest.fixture
+def rescoped(done_upload) -> Analysis:
+    """A second finished analysis of the upload: scope user, headroom 50 %."""
+    first = Analysis.objects.get(upload=done_upload)
+    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
+    params = dict(first.params, scope="user", headroom=0.5)
+    return Analysis.objects.create(
+        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
+        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
 
 
 def _counting(monkeypatch, module, name: str) -> list:
@@ -149,14 +161,9 @@ def _field(page: str, name: str) -> str:
 
 
 def test_the_reanalysis_fields_are_rendered_once_per_analysis_with_its_own_values(
-    client, done_upload, monkeypatch
+    client, done_upload, rescoped, monkeypatch
 ):
-    first = Analysis.objects.get(upload=done_upload)
-    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
-    params = dict(first.params, scope="user", headroom=0.5)
-    second = Analysis.objects.create(
-        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
-        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
+    first, second = Analysis.objects.get(upload=done_upload, pk__lt=rescoped.pk), rescoped
     rendered = _counting(monkeypatch, selectors, "render_to_string")
     pages = {a.pk: [client.get(reverse("analysis_detail", args=[a.pk])).content.decode()
                     for _ in range(2)] for a in (first, second)}  # fmt: skip
@@ -170,14 +177,9 @@ def test_the_reanalysis_fields_are_rendered_once_per_analysis_with_its_own_value
 
 
 def test_the_upload_page_reuses_the_fields_its_latest_analysis_rendered(
-    client, done_upload, monkeypatch
+    client, done_upload, rescoped, monkeypatch
 ):
-    first = Analysis.objects.get(upload=done_upload)
-    stream = BlockStream.load(done_upload.streams[str(first.block_tokens)])
-    params = dict(first.params, scope="user", headroom=0.5)
-    latest = Analysis.objects.create(
-        upload=done_upload, block_tokens=first.block_tokens, params=params, status="done",
-        report=analyze(stream, analysis_params(**params)).to_dict())  # fmt: skip
+    latest = rescoped
     rendered = _counting(monkeypatch, selectors, "render_to_string")
     client.get(reverse("analysis_detail", args=[latest.pk]))
     upload_pages = [client.get(reverse("upload_detail", args=[done_upload.pk])).content.decode()
@@ -203,3 +205,100 @@ def test_polled_and_listing_pages_read_no_figures(client, done_upload):
     # the recommendation, read out of the report by the database, in the listing
     ram = analysis.report["recommendation"]["ram_bytes"] / 2**30
     assert f"{ram:,.2f} GiB" in page
+
+
+def _metric(page: str, name: str) -> str:
+    found = re.search(rf'data-metric="{name}">([^<]*)<', page)
+    assert found, name
+    return found.group(1)
+
+
+def test_the_analysis_page_renders_its_report_once_per_kind_of_reader(
+    client, done_upload, monkeypatch
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from console.uploads import report_section
+
+    analysis = Analysis.objects.get(upload=done_upload)
+    rendered = _counting(monkeypatch, report_section, "_rendered")
+    url = reverse("analysis_detail", args=[analysis.pk])
+    first = client.get(url).content.decode()
+    with CaptureQueriesContext(connection) as queries:
+        second = client.get(url).content.decode()
+    assert len(rendered) == 1
+    # the second view read neither the report nor the figures from the database (it asks
+    # only whether there is a report)
+    read = re.compile(r'"(?:report|figures)"(?! IS NOT NULL)')
+    assert not [q for q in queries if read.search(q["sql"])]
+    assert [q for q in queries if '"report" IS NOT NULL' in q["sql"]]
+    ram = f"{analysis.report['recommendation']['ram_bytes'] / 2**30:,.2f} GiB"
+    for page in (first, second):
+        assert _metric(page, "ram_bytes") == ram
+        assert _metric(page, "requests") == f"{analysis.report['requests']:,}"
+        assert "Draft a retention policy" in page  # the analyst's own
+        for name, figure in figures.page_figures(analysis).items():
+            assert _page_figure(page, f"fig-{name}") == json.loads(json.dumps(figure))
+
+    # a question asked is answered for the view that asks it, and not kept
+    asked = client.get(url, {"buy_gib": "1"}).content.decode()
+    assert len(rendered) == 2
+    answer = re.search(r"<output[^>]*data-answer>(.*?)</output>", asked, re.S).group(1)
+    assert "1.00 GiB" in answer
+    plain = client.get(url).content.decode()
+    assert len(rendered) == 2 and re.search(r"data-answer></output>", plain)
+
+    # a reader sees the page an auditor may: without the analyst's link, rendered for them
+    client.logout()
+    reader = make_user("rita", "auditor")
+    assert client.login(username=reader.username, password=PASSWORD)
+    for _ in range(2):
+        page = client.get(url).content.decode()
+        assert _metric(page, "ram_bytes") == ram and "Draft a retention policy" not in page
+    assert len(rendered) == 3
+
+
+def test_an_analysis_finished_again_shows_its_new_report(client, done_upload):
+    from django.utils import timezone
+
+    analysis = Analysis.objects.get(upload=done_upload)
+    url = reverse("analysis_detail", args=[analysis.pk])
+    assert _metric(client.get(url).content.decode(), "requests") == "120"
+    # as a retried run writes it: the report with the moment it finished
+    report = dict(analysis.report, requests=121)
+    Analysis.objects.filter(pk=analysis.pk).update(report=report, finished_at=timezone.now())
+    assert _metric(client.get(url).content.decode(), "requests") == "121"
+
+
+def test_the_analysis_page_queries_as_much_with_forty_uploads_as_with_one(
+    client, done_upload, monkeypatch
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from console.uploads import comparison
+
+    analysis = Analysis.objects.get(upload=done_upload)
+    url = reverse("analysis_detail", args=[analysis.pk])
+    client.get(url)
+    with CaptureQueriesContext(connection) as alone:
+        client.get(url)
+    for i in range(40):  # other uploads, each with a finished analysis
+        other = Upload.objects.create(name=f"other {i}", status="done")
+        Analysis.objects.create(upload=other, block_tokens=256, params=analysis.params,
+                                status="done", label=f"run {i}")  # fmt: skip
+    pickers = _counting(monkeypatch, comparison, "render_to_string")
+    with CaptureQueriesContext(connection) as among_many:
+        page = client.get(url).content.decode()
+    assert len(among_many) == len(alone)
+    # the picker lists the newest 30 uploads (runs 39 to 10), by their analyses' titles
+    listed = re.findall(r'<fieldset data-upload="(\d+)">', page)
+    assert len(listed) == selectors.PICKER_UPLOADS
+    assert "run 39" in page and "run 10" in page and "run 9<" not in page
+    # rendered once; again when an analysis it lists is renamed
+    client.get(url)
+    assert len(pickers) == 1
+    Analysis.objects.filter(label="run 39").update(label="renamed run")
+    page = client.get(url).content.decode()
+    assert len(pickers) == 2 and "renamed run" in page and "run 39" not in page
