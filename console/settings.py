@@ -82,7 +82,8 @@ def _conn_max_age() -> int:
     KVSCOPE_WEB_PROCESS) keeps it between requests: opening one per request cost each page
     ~10 ms of its own and PostgreSQL a backend's start. Workers, commands and tests close
     theirs after each task or request (0): a test database can then be dropped at the end
-    of a run, with no idle worker connection left on it."""
+    of a run, with no idle worker connection left on it. (`manage.py runserver` sets
+    Django up before it imports console.wsgi: the development server keeps 0.)"""
     if env_bool("KVSCOPE_WEB_PROCESS", False):
         return env_int("KVSCOPE_WEB_CONN_MAX_AGE", 60, minimum=0)
     return env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
@@ -120,13 +121,15 @@ CACHES = {
         "TIMEOUT": 3600,
         "OPTIONS": {"MAX_ENTRIES": 500},
     },
-    # rendered page sections (console.uploads.report_section), ~0.3 MB each with their
-    # figures: few entries, so a process holds tens of MB of them at most
+    # rendered parts of pages (an analysis's report sections, ~0.3 MB with their figures;
+    # the compare picker): few entries, so a process holds tens of MB of them at most. Per
+    # process, in memory: their keys name the rows' versions, not the templates', so a
+    # cache that outlived a deploy would serve the old templates' HTML.
     "pages": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "kvscope-pages",
         "TIMEOUT": 3600,
-        "OPTIONS": {"MAX_ENTRIES": 64},
+        "OPTIONS": {"MAX_ENTRIES": 128},
     },
 }
 

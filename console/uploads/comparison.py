@@ -47,8 +47,13 @@ def picker_html(chosen: list[int], baseline: int | None, title: str) -> SafeStri
         for upload, choices in picker["groups"]
     )
     shown = (title, tuple(chosen), baseline, MAX_COMPARED, groups)
-    return computed_once("compare-picker", shown, lambda: render_to_string(
-        "uploads/_compare_picker.html", {"picker": picker, "title": title}))  # fmt: skip
+    context = {"picker": picker, "title": title}
+    return computed_once(
+        "compare-picker",
+        shown,
+        lambda: render_to_string("uploads/_compare_picker.html", context),
+        alias="pages",
+    )
 
 
 def source_name(analysis: Analysis) -> str:

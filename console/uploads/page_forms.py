@@ -9,8 +9,22 @@ from analysis.offload import DEFAULT_PCIE, DEFAULT_PREFILL_TOKENS_PER_S, PCIE_GB
 from console.percent_fields import PercentField, share
 
 
-class OffloadForm(forms.Form):
+class QuestionForm(forms.Form):
+    """A GET form of the analysis page that reads the query only when its own key, `asked_by`,
+    is in it (otherwise it shows its defaults, unbound): the page renders a view with none
+    of these keys once for every reader (console.uploads.report_section)."""
+
+    asked_by: str
+
+    @classmethod
+    def from_query(cls, query) -> QuestionForm:
+        return cls(query if cls.asked_by in query else None)
+
+
+class OffloadForm(QuestionForm):
     """Inputs of the "does offload pay?" estimate on the analysis page (a GET form)."""
+
+    asked_by = "prefill_tokens_per_s"
 
     pcie = forms.ChoiceField(
         choices=[(g, f"PCIe {g}.0 x16 (~{b:g} GB/s)") for g, b in PCIE_GB_S.items()],

@@ -8,11 +8,14 @@ from django import forms
 
 from analysis.cost import Prices
 from analysis.offload import DEFAULT_PREFILL_TOKENS_PER_S
+from console.uploads.page_forms import QuestionForm
 from console.uploads.planner import MAX_ASK_GIB
 
 
-class AskForm(forms.Form):
+class AskForm(QuestionForm):
     """A size per replica, in GiB (the page's unit for sizes)."""
+
+    asked_by = "buy_gib"
 
     buy_gib = forms.FloatField(
         min_value=0.001,
@@ -22,8 +25,10 @@ class AskForm(forms.Form):
     )
 
 
-class CostForm(forms.Form):
+class CostForm(QuestionForm):
     """The prices the cost view needs: no price, no cost view."""
+
+    asked_by = "ram_price"
 
     ram_price = forms.FloatField(
         min_value=0.0001, max_value=1e6, label="Host RAM price (per GiB-month)",

@@ -36,14 +36,14 @@ def planner_page(report: dict | None, query) -> dict:
     if not report:
         return {"first": None}
     first = first_screen(report)
-    ask_form = AskForm(query if "buy_gib" in query else None)
+    ask_form = AskForm.from_query(query)
     answer = None
     if ask_form.is_bound and ask_form.is_valid():
         try:
             answer = ask(report, ask_form.cleaned_data["buy_gib"], first["router"])
         except ValueError as exc:
             ask_form.add_error("buy_gib", str(exc))
-    cost_form = CostForm(query if "ram_price" in query else None)
+    cost_form = CostForm.from_query(query)
     cost = None
     if cost_form.is_bound and cost_form.is_valid():
         cost = _cost(report, first, cost_form)

@@ -10,43 +10,47 @@ server time. A view that asks is rendered for its question."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.http import QueryDict
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from analysis.offload import offload_payoff
 from console.models import Analysis
-from console.roles import can_analyze
 from console.uploads import selectors
-from console.uploads.analysis_forms import AnalysisForm
 from console.uploads.figures import page_figures
 from console.uploads.fleet_view import fleet_page
 from console.uploads.page_forms import OffloadForm
+from console.uploads.planner_forms import AskForm, CostForm
 from console.uploads.planner_views import planner_page
 from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
 
-# the query keys of the section's own forms: the ask form, the cost form, the offload form
-QUESTIONS = ("buy_gib", "ram_price", "prefill_tokens_per_s")
+# the query keys that make the sections' own forms read the query
+QUESTIONS = tuple(form.asked_by for form in (AskForm, CostForm, OffloadForm))
 
 
-def report_html(request: HttpRequest, analysis: Analysis, form: AnalysisForm | None) -> str:
-    """The sections as this view shows them; `analysis` may have deferred its report and
-    figures, which are read only when the sections are rendered."""
-    analyst = can_analyze(request.user)
-    query = request.GET
+def report_html(
+    analysis: Analysis, query: QueryDict, *, has_form: bool, analyst: bool
+) -> SafeString:
+    """The sections as this view shows them: `has_form`, whether the page offers the
+    re-analysis form; `analyst`, whether the reader may analyze. `analysis` may have
+    deferred its report and figures, which are read only when the sections are rendered."""
     if any(key in query for key in QUESTIONS):
-        return _rendered(analysis, query, form is not None, analyst)
-    variant = (form is not None, analyst)  # all that differs between readers
+        return _render_sections(analysis, query, has_form, analyst)
     return selectors.analysis_report_html(
-        analysis, variant, lambda: _rendered(analysis, {}, form is not None, analyst)
+        analysis,
+        (has_form, analyst),  # all that differs between readers
+        lambda: _render_sections(analysis, QueryDict(), has_form, analyst),
     )
 
 
-def _rendered(analysis: Analysis, query, has_form: bool, analyst: bool) -> str:
+def _render_sections(
+    analysis: Analysis, query: QueryDict, has_form: bool, analyst: bool
+) -> SafeString:
     """The sections rendered from the analysis's report and figures for `query`."""
     if {"report", "figures"} & analysis.get_deferred_fields():
         analysis.refresh_from_db(fields=["report", "figures"])  # one query, not two
     report = analysis.report
-    offload_form = OffloadForm(query if "prefill_tokens_per_s" in query else None)
+    offload_form = OffloadForm.from_query(query)
     offload = None
     try:
         offload = offload_payoff(report, **offload_form.estimate_args())

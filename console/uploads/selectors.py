@@ -10,6 +10,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from analysis import BlockStream
 from analysis.replay import ReplayOptions, ReplaySummary, summary as replay_summary
@@ -75,13 +76,16 @@ def upload_analyses(upload: Upload) -> list[Analysis]:
 def analysis_page_row(pk: int) -> Analysis:
     """The analysis of its page, with its upload and `has_report`, but not its report and
     figures: they are read only if the report's sections are rendered for the view
-    (console.uploads.report_section); most views read those from the page cache."""
+    (console.uploads.report_section); most views read those from the page cache. (A report
+    is written whole or not at all: never stored empty.)"""
     rows = Analysis.objects.select_related("upload").defer("report", "figures")
     has_report = ExpressionWrapper(Q(report__isnull=False), output_field=BooleanField())
     return get_object_or_404(rows.annotate(has_report=has_report), pk=pk)
 
 
-def analysis_report_html(analysis: Analysis, variant: tuple, render: Callable[[], str]) -> str:
+def analysis_report_html(
+    analysis: Analysis, variant: tuple, render: Callable[[], SafeString]
+) -> SafeString:
     """The analysis page's report-derived sections as `render` draws them, rendered once
     per state of the analysis's row, version of the charts and `variant` (what differs
     between readers), and kept in the page cache (settings.CACHES["pages"]): a finished

@@ -242,27 +242,29 @@ def analysis_status(request: HttpRequest, pk: int) -> JsonResponse:
 @reader_required
 def analysis_detail(request: HttpRequest, pk: int) -> HttpResponse:
     analysis = selectors.analysis_page_row(pk)
+    analyst = can_analyze(request.user)
     form = None
-    if can_analyze(request.user) and analysis.upload.streams:
+    if analyst and analysis.upload.streams:
         form = AnalysisForm(
             initial=analysis_initial(analysis.params, analysis.block_tokens),
             block_sizes=analysis.upload.available_block_sizes,
         )
-    return render(
-        request,
-        "uploads/analysis_detail.html",
-        {
-            "analysis": analysis,
-            "upload": analysis.upload,
-            "has_report": analysis.has_report,
-            "report_html": report_html(request, analysis, form) if analysis.has_report else "",
-            "form": form,
-            "fields_html": selectors.analysis_fields_html(form) if form else None,
-            # compare with analyses of any upload, this one ticked and the baseline
-            "picker_html": picker_html([analysis.pk], analysis.pk, "Compare with other analyses"),
-            "can_analyze": can_analyze(request.user),
-        },
-    )
+    context = {
+        "analysis": analysis,
+        "upload": analysis.upload,
+        "has_report": analysis.has_report,
+        "form": form,
+        "fields_html": selectors.analysis_fields_html(form) if form else None,
+        "can_analyze": analyst,
+    }
+    if analysis.has_report:
+        context["report_html"] = report_html(
+            analysis, request.GET, has_form=form is not None, analyst=analyst
+        )
+        # compare with analyses of any upload, this one ticked and the baseline
+        context["picker_html"] = picker_html([analysis.pk], analysis.pk,
+                                             "Compare with other analyses")  # fmt: skip
+    return render(request, "uploads/analysis_detail.html", context)
 
 
 @reader_required

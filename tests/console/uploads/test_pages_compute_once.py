@@ -222,7 +222,7 @@ def test_the_analysis_page_renders_its_report_once_per_kind_of_reader(
     from console.uploads import report_section
 
     analysis = Analysis.objects.get(upload=done_upload)
-    rendered = _counting(monkeypatch, report_section, "_rendered")
+    rendered = _counting(monkeypatch, report_section, "_render_sections")
     url = reverse("analysis_detail", args=[analysis.pk])
     first = client.get(url).content.decode()
     with CaptureQueriesContext(connection) as queries:
@@ -257,6 +257,16 @@ def test_the_analysis_page_renders_its_report_once_per_kind_of_reader(
         page = client.get(url).content.decode()
         assert _metric(page, "ram_bytes") == ram and "Draft a retention policy" not in page
     assert len(rendered) == 3
+
+    # an analyst once the upload's stream is gone: no re-analysis form, and the page says why
+    client.logout()
+    assert client.login(username=done_upload.created_by.username, password=PASSWORD)
+    Upload.objects.filter(pk=done_upload.pk).update(streams={})
+    for _ in range(2):
+        page = client.get(url).content.decode()
+        assert "which needs the upload's stored stream" in page
+        assert "Draft a retention policy" in page and 'id="analysis-form"' not in page
+    assert len(rendered) == 4
 
 
 def test_an_analysis_finished_again_shows_its_new_report(client, done_upload):
@@ -302,3 +312,6 @@ def test_the_analysis_page_queries_as_much_with_forty_uploads_as_with_one(
     Analysis.objects.filter(label="run 39").update(label="renamed run")
     page = client.get(url).content.decode()
     assert len(pickers) == 2 and "renamed run" in page and "run 39" not in page
+    Upload.objects.filter(name="other 38").update(name="renamed upload")
+    page = client.get(url).content.decode()
+    assert len(pickers) == 3 and "renamed upload" in page and "other 38" not in page
