@@ -17,6 +17,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from analysis.fenwick import fenwick_add, fenwick_prefix
+
 
 @numba.njit(cache=True, nogil=True)
 def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -42,12 +44,7 @@ def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
                 continue
             anchor[i] = s + (e - 1 - i)
             if p >= 0:
-                total = 0
-                j = anchor[p] + 1
-                while j > 0:
-                    total += tree[j]
-                    j -= j & -j
-                dist[i] = seen - total + 1
+                dist[i] = seen - fenwick_prefix(tree, anchor[p]) + 1
         for i in range(s, e):  # then the touches, each at its engine-order position
             p = prev[i]
             if p >= s:
@@ -55,14 +52,8 @@ def _engine_stack_distances(prev: np.ndarray, starts: np.ndarray) -> np.ndarray:
             if p < 0:
                 seen += 1
             else:
-                j = anchor[p] + 1
-                while j <= n:
-                    tree[j] -= 1
-                    j += j & -j
-            j = anchor[i] + 1
-            while j <= n:
-                tree[j] += 1
-                j += j & -j
+                fenwick_add(tree, anchor[p], -1)
+            fenwick_add(tree, anchor[i], 1)
     return dist
 
 

@@ -20,6 +20,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from analysis.fenwick import fenwick_add, fenwick_prefix
+
 
 class NearHits(NamedTuple):
     """What the K-deep stack saw of the references an engine looks up (a key's later
@@ -62,25 +64,6 @@ def window_slots(limit: int) -> int:
     while size < 2 * limit + 2:
         size *= 2
     return size
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _add(tree, slot, delta):  # pragma: no cover (compiled)
-    j = slot + 1
-    while j < tree.size:
-        tree[j] += delta
-        j += j & -j
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _prefix(tree, slot):  # pragma: no cover (compiled)
-    """Keys kept at times up to `slot`, itself included."""
-    total = 0
-    j = slot + 1
-    while j > 0:
-        total += tree[j]
-        j -= j & -j
-    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -129,7 +112,7 @@ def _near_pass(ids, prev, starts, tokens, eligible, same, keep, limit, keys,
             at = place[ids[i]] if p >= 0 else -1
             if p >= 0 and (not check or eligible[i]):
                 if at >= 0:
-                    d = kept - _prefix(tree, at) + 1
+                    d = kept - fenwick_prefix(tree, at) + 1
                     hits[d] += tokens[i]
                     if same[i]:
                         hits_same[d] += tokens[i]
@@ -147,14 +130,14 @@ def _near_pass(ids, prev, starts, tokens, eligible, same, keep, limit, keys,
             at = place[key]
             if at >= 0:
                 slot_key[at] = -1
-                _add(tree, at, -1)
+                fenwick_add(tree, at, -1)
                 kept -= 1
             if now == size:
                 now = _renumber(tree, slot_key, place)
                 oldest = 0
             slot_key[now] = key
             place[key] = now
-            _add(tree, now, 1)
+            fenwick_add(tree, now, 1)
             kept += 1
             now += 1
             if kept > limit:  # the least recently used key leaves the top K
@@ -162,6 +145,6 @@ def _near_pass(ids, prev, starts, tokens, eligible, same, keep, limit, keys,
                     oldest += 1
                 place[slot_key[oldest]] = -1
                 slot_key[oldest] = -1
-                _add(tree, oldest, -1)
+                fenwick_add(tree, oldest, -1)
                 kept -= 1
     return hits, hits_same, far, far_same, sampled_near

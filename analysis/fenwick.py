@@ -1,0 +1,27 @@
+"""A Fenwick (binary indexed) tree over slots 0..n-1, held in an array of n + 1 counts
+(element 0 unused): the two operations the LRU stack kernels are built on (analysis.mrc's
+whole stack, analysis.near_stack's top of it). Inlined where they are called."""
+
+from __future__ import annotations
+
+import numba
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def fenwick_add(tree, slot, delta):  # pragma: no cover (compiled)
+    """Adds `delta` at `slot`."""
+    j = slot + 1
+    while j < tree.size:
+        tree[j] += delta
+        j += j & -j
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def fenwick_prefix(tree, slot):  # pragma: no cover (compiled)
+    """The sum over slots 0..`slot`, `slot` included."""
+    total = 0
+    j = slot + 1
+    while j > 0:
+        total += tree[j]
+        j -= j & -j
+    return total
