@@ -90,8 +90,16 @@ def test_no_price_no_cost_view_and_with_prices_the_engines_figures(client, short
     assert f"stops paying at {gib(best['ram_per_replica_bytes'])}" in verdict
     assert f"{money(best['net_per_month'])} net a month" in verdict
     assert "30,000 tokens/s" in page  # the offload estimate's default throughput, stated
+    assert view["pays"] and "data-cost-best" in page
     refused = client.get(detail, {"ram_price": "0", "gpu_price": "2.5"}).content.decode()
     assert "data-cost-verdict" not in refused and 'role="alert"' in refused
+    # RAM dear, GPUs cheap: no size pays, and no size is offered as where paying stops
+    dear = {"ram_price": "1000", "gpu_price": "0.01"}
+    assert not cost_view(short_host.report, Prices(ram_per_gib_month=1000,
+                                                   gpu_per_hour=0.01))["pays"]  # fmt: skip
+    page = client.get(detail, dear).content.decode()
+    assert "At these prices no size pays" in page
+    assert "data-cost-best" not in page and "Where one more GiB stops paying" not in page
 
 
 def test_a_fleets_first_screen_is_the_default_routers_per_replica(client, analysis, analyst):

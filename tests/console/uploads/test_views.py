@@ -386,6 +386,7 @@ def test_the_analysis_page_says_whether_offload_pays(client, done_upload):
     crawl = client.get(url, {**ask, "prefill_tokens_per_s": "1"}).content.decode()
     seconds = 0.25 * report["prompt_tokens"] / (report["span_s"] / 3600)
     assert seconds > 1000 and f">{seconds:,.1f} s per hour" in crawl
+    assert "1,000,000.00 µs per token" in crawl  # a million µs: one token a second
 
 
 def test_a_replay_trace_is_exported_and_reads_back_to_the_same_numbers(
