@@ -40,10 +40,12 @@ from console.uploads.logged_charts import logged_cache_figure
 # Stored figures carry it (console.uploads.figures): raise it whenever a change here would
 # draw any figure differently, and every stored analysis is redrawn once, when its page is
 # next opened. Figures stored before they carried a version count as version 1.
-CHARTS_VERSION = 8  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity;
+CHARTS_VERSION = 9  # 5: admission and the fleet's figures (#15); 6: its x axis is cache capacity;
 # 7: routers drawn once each in fixed colours, admission at equal sizes; 8: hit-ratio charts
 # over RAM with headroom, the knee and budgets marked, TTL occupancy in its own panel,
-# 1-2-5 log ticks with units, one palette, legends clear of panel titles (#16)
+# 1-2-5 log ticks with units, one palette, legends clear of panel titles (#16); 9: the
+# working set's longer windows drawn first and wider, so a line a shorter one coincides
+# with still shows
 
 
 # the working set's two panels, each on its own y axis: TTL occupancy (a store-everything
@@ -54,6 +56,7 @@ WORKING_SET_PANELS = (
     ("ttl", "ttl_occupancy_bytes", "TTL occupancy (GiB)", "TTL", "TTL", "dash"),
 )
 WORKING_SET_HEIGHT = HEIGHT + 120
+WIDER_PER_WINDOW = 1.5  # px: a window's line over the next shorter one's
 
 
 def _working_set_trace(window: dict, i: int, panel: tuple, unit: str, per: int) -> go.Scatter:
@@ -62,25 +65,31 @@ def _working_set_trace(window: dict, i: int, panel: tuple, unit: str, per: int) 
     name, w = window_name(window["window_s"]), window["window_s"]
     label, hover = f"{words} {name}", f"{hover_words} {name}"
     # the legend names each window once (the useful line's "≤ 5 min"), and a click on it
-    # shows or hides both of its lines; the panels' axes say which line is which
+    # shows or hides both of its lines; the panels' axes say which line is which. The
+    # i-th smallest window's line is wider than the smaller ones' drawn over it: where a
+    # window longer than the log's gaps coincides with a smaller one, its edges still
+    # show (a line drawn over its twin was hidden)
+    width = (2.0 if kind == "useful" else 1.5) + WIDER_PER_WINDOW * i
     return go.Scatter(
         x=[s / per for s in series.get("t_s", [])],
         y=[gib(b) for b in series.get(key) or []],
         mode="lines", name=label, uid=f"{kind}-{w:g}", legendgroup=name,
-        showlegend=kind == "useful",
-        line={"color": series_colour(i), "width": 2 if kind == "useful" else 1.5, "dash": dash},
+        showlegend=kind == "useful", legendrank=1000 + i,
+        line={"color": series_colour(i), "width": width, "dash": dash},
         hovertemplate=f"%{{x:.1f}} {unit}<br>{hover}: %{{y:,.2f}} GiB<extra></extra>",
     )  # fmt: skip
 
 
 def working_set_figure(report: dict) -> dict:
     """Useful working set (top panel, solid) and TTL occupancy (bottom panel, dashed) over
-    time, a colour per window, each panel on its own y axis."""
+    time, a colour per window, each panel on its own y axis; the longest window drawn
+    first and widest, each shorter one over it, the legend in the windows' order."""
     hours = report.get("span_s", 0) > 3 * 3600
     unit, per = ("h", 3600) if hours else ("min", 60)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    windows = list(enumerate(report.get("windows") or []))
     for row, panel in enumerate(WORKING_SET_PANELS, start=1):
-        for i, window in enumerate(report.get("windows") or []):
+        for i, window in reversed(windows):
             fig.add_trace(_working_set_trace(window, i, panel, unit, per), row=row, col=1)
         fig.update_yaxes(title_text=panel[2], rangemode="tozero", tickformat=",", row=row, col=1)
     style(

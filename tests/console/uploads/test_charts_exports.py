@@ -156,11 +156,20 @@ def test_mrc_with_a_lifetime_shows_both_ceilings(tenant_report):
 def test_working_set_series_in_gib(report):
     fig = charts.report_figures(report)["working_set"]
     assert report["span_s"] <= 3 * 3600
-    # the useful working sets first (the top panel), then the TTL occupancies; the legend
-    # names each window once
+    # the useful working sets first (the top panel), then the TTL occupancies, each panel's
+    # longest window first, so each shorter one is drawn over it; the legend names each
+    # window once, in the windows' order
     names = [(t["name"], t.get("showlegend", True)) for t in fig["data"]]
-    assert names == [("≤ 90 s", True), ("≤ 5 min", True), ("≤ 1 h", True),
-                     ("TTL 90 s", False), ("TTL 5 min", False), ("TTL 1 h", False)]  # fmt: skip
+    assert names == [("≤ 1 h", True), ("≤ 5 min", True), ("≤ 90 s", True),
+                     ("TTL 1 h", False), ("TTL 5 min", False), ("TTL 90 s", False)]  # fmt: skip
+    shown = sorted((t for t in fig["data"] if t.get("showlegend", True)),
+                   key=lambda t: t["legendrank"])  # fmt: skip
+    assert [t["name"] for t in shown] == ["≤ 90 s", "≤ 5 min", "≤ 1 h"]
+    # a longer window's line is wider than each shorter one's drawn over it, in both panels
+    for kind in ("useful", "ttl"):
+        widths = [trace(fig, f"{kind}-{w['window_s']:g}")["line"]["width"]
+                  for w in report["windows"]]  # fmt: skip
+        assert widths == sorted(set(widths)) and widths[0] == (2 if kind == "useful" else 1.5)
     for window in report["windows"]:
         series = window["series"]
         useful = trace(fig, f"useful-{window['window_s']:g}")
