@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from analysis.params import DEFAULTS
 from console.uploads.fleet_words import fleet_label
 
 
@@ -171,6 +172,15 @@ class Analysis(Job):
             parts.append(f"lifetime {p['lifetime']:g}s")
         if p.get("tp", 1) != 1:
             parts.append(f"TP{p['tp']}")
+        # the sizing choices a re-analysis most often changes, when not the defaults: two
+        # analyses of one log that differ only there were named alike
+        for name, words in (("target", "target"), ("headroom", "headroom")):
+            if p.get(name) is not None and p[name] != getattr(DEFAULTS, name):
+                parts.append(f"{words} {p[name] * 100:g} %")
+        if p.get("warmup"):
+            parts.append(f"warm-up {p['warmup'] * 100:g} %")
+        if p.get("host_ram_gib"):
+            parts.append(f"host {p['host_ram_gib']:g} GiB")
         if fleet := fleet_label(p):  # a fleet (metrics.md section 8)
             parts.append(fleet)
         if p.get("gpu_cache_gib"):

@@ -106,3 +106,18 @@ def test_the_bundled_sample_lands_on_its_recommendation(client, analyst):
         assert response["Location"] == f"/analyses/{first.pk}/#recommendation"
         page = client.get(response["Location"].split("#")[0]).content.decode()
         assert 'id="recommendation"' in page
+
+
+def test_an_analysis_is_named_by_the_sizing_choices_that_differ_from_the_defaults():
+    from analysis.params import DEFAULTS
+
+    base = {"model": "llama-3.1-8b", "scope": "global", "target": DEFAULTS.target,
+            "headroom": DEFAULTS.headroom, "warmup": 0, "host_ram_gib": None}  # fmt: skip
+    assert Analysis(params=base, block_tokens=256).summary == "llama-3.1-8b · global · B=256"
+    changed = dict(base, target=0.8, headroom=0.5, warmup=0.05, host_ram_gib=64)
+    assert Analysis(params=changed, block_tokens=256).summary == (
+        "llama-3.1-8b · global · B=256 · target 80 % · headroom 50 % · warm-up 5 % · host 64 GiB"
+    )
+    # as stored: the form's percentages are shares (14.5 % is 0.145, not 0.14499…)
+    odd = dict(base, headroom=0.145)
+    assert Analysis(params=odd, block_tokens=256).summary.endswith("· headroom 14.5 %")
