@@ -1,6 +1,8 @@
 """A Fenwick (binary indexed) tree over slots 0..n-1, held in an array of n + 1 counts
 (element 0 unused): the two operations the LRU stack kernels are built on (analysis.mrc's
-whole stack, analysis.near_stack's top of it). Inlined where they are called."""
+whole stack, analysis.near_stack's top of it). Inlined where they are called: numba's
+on-disk cache of a kernel does not notice a change made here, so after editing this file
+remove analysis/__pycache__/*.nbi and *.nbc (a fresh install or image has none)."""
 
 from __future__ import annotations
 

@@ -179,8 +179,8 @@ class Analysis(Job):
                 parts.append(f"{words} {p[name] * 100:g} %")
         if p.get("warmup"):
             parts.append(f"warm-up {p['warmup'] * 100:g} %")
-        if p.get("host_ram_gib"):
-            parts.append(f"host {p['host_ram_gib']:g} GiB")
+        if p.get("host_ram_gib") is not None:  # (0 GiB is a host budget too)
+            parts.append(f"host {p['host_ram_gib']:,.10g} GiB")
         if fleet := fleet_label(p):  # a fleet (metrics.md section 8)
             parts.append(fleet)
         if p.get("gpu_cache_gib"):

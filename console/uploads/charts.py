@@ -87,7 +87,8 @@ def working_set_figure(report: dict) -> dict:
     hours = report.get("span_s", 0) > 3 * 3600
     unit, per = ("h", 3600) if hours else ("min", 60)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    windows = list(enumerate(report.get("windows") or []))
+    by_length = sorted(report.get("windows") or [], key=lambda w: w["window_s"])
+    windows = list(enumerate(by_length))
     for row, panel in enumerate(WORKING_SET_PANELS, start=1):
         for i, window in reversed(windows):
             fig.add_trace(_working_set_trace(window, i, panel, unit, per), row=row, col=1)

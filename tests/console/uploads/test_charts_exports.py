@@ -170,6 +170,9 @@ def test_working_set_series_in_gib(report):
         widths = [trace(fig, f"{kind}-{w['window_s']:g}")["line"]["width"]
                   for w in report["windows"]]  # fmt: skip
         assert widths == sorted(set(widths)) and widths[0] == (2 if kind == "useful" else 1.5)
+    # the windows' order in the report does not matter: longest first, by their lengths
+    backwards = dict(report, windows=list(reversed(report["windows"])))
+    assert charts.report_figures(backwards)["working_set"] == fig
     for window in report["windows"]:
         series = window["series"]
         useful = trace(fig, f"useful-{window['window_s']:g}")

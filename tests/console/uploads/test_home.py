@@ -121,3 +121,9 @@ def test_an_analysis_is_named_by_the_sizing_choices_that_differ_from_the_default
     # as stored: the form's percentages are shares (14.5 % is 0.145, not 0.14499…)
     odd = dict(base, headroom=0.145)
     assert Analysis(params=odd, block_tokens=256).summary.endswith("· headroom 14.5 %")
+    # no RAM at all is a host budget too, and a big one is written out
+    assert Analysis(params=dict(base, host_ram_gib=0), block_tokens=256).summary.endswith(
+        "· host 0 GiB"
+    )
+    big = Analysis(params=dict(base, host_ram_gib=1048576), block_tokens=256)
+    assert big.summary.endswith("· host 1,048,576 GiB")
