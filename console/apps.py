@@ -1,4 +1,8 @@
+from pathlib import Path
+
 from django.apps import AppConfig
+from django.core.cache import caches
+from django.utils.autoreload import file_changed
 
 
 class ConsoleConfig(AppConfig):
@@ -15,3 +19,13 @@ class ConsoleConfig(AppConfig):
         import console.benchmarks.tasks
         import console.signin
         import console.uploads.tasks  # noqa: F401
+
+        file_changed.connect(forget_rendered_pages)
+
+
+def forget_rendered_pages(sender, file_path: Path, **kwargs) -> None:
+    """The development server reloads an edited template without a restart, but the pages
+    cache (settings.CACHES["pages"]) would go on serving what the old one rendered: an
+    edited template empties it. (Returns None: the reload goes on as Django decides.)"""
+    if Path(file_path).suffix == ".html":
+        caches["pages"].clear()

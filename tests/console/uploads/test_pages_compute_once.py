@@ -315,3 +315,22 @@ def test_the_analysis_page_queries_as_much_with_forty_uploads_as_with_one(
     Upload.objects.filter(name="other 38").update(name="renamed upload")
     page = client.get(url).content.decode()
     assert len(pickers) == 3 and "renamed upload" in page and "other 38" not in page
+
+
+def test_an_edited_template_empties_the_rendered_pages(client, done_upload, monkeypatch):
+    from django.utils.autoreload import file_changed
+
+    from console.uploads import report_section
+
+    analysis = Analysis.objects.get(upload=done_upload)
+    rendered = _counting(monkeypatch, report_section, "_render_sections")
+    url = reverse("analysis_detail", args=[analysis.pk])
+    client.get(url)
+    file_changed.send(sender=None, file_path=Path("console/uploads/charts.py"))
+    client.get(url)
+    assert len(rendered) == 1  # code is reloaded by a restart, which empties it anyway
+    # as the development server's reloader says of an edited template
+    results = file_changed.send(sender=None, file_path=Path("templates/uploads/_report.html"))
+    client.get(url)
+    assert len(rendered) == 2
+    assert not any(answer for receiver, answer in results if receiver.__module__ == "console.apps")
