@@ -95,3 +95,26 @@ def test_analyses_of_two_uploads_compared_by_keyboard(browser_page, analyst, fou
         str(day.pk))  # fmt: skip
     assert re.search(rf"baseline={day.pk}", page.url)
     browser_page.assert_clean()
+
+
+def test_the_picker_asks_for_a_second_analysis_before_it_sends(browser_page, analyst, analysis):
+    tp2 = rerun(analysis, analyst, tp=2)
+    page = browser_page.page
+    sign_in(page, analyst.username)
+    page.goto(f"/analyses/{analysis.pk}/")
+    picker = page.get_by_role("form", name="Compare with other analyses")
+    refused = picker.locator("[data-compare-refused]")
+    expect(refused).to_be_hidden()
+    # only this analysis, ticked and the baseline: one to compare, so nothing is sent
+    picker.get_by_role("button", name="Compare").click()
+    expect(refused).to_be_visible()
+    expect(refused).to_contain_text("Tick at least one more analysis")
+    assert page.url.endswith(f"/analyses/{analysis.pk}/")
+    # this one unticked, the other ticked: still two, the baseline counts
+    _press(page, f"#compare-picker input[name=a][value='{tp2.pk}']")
+    page.locator(f"#compare-picker input[name=a][value='{analysis.pk}']").uncheck()
+    picker.get_by_role("button", name="Compare").click()
+    expect(page.get_by_role("heading", name="Compare analyses")).to_be_visible()
+    columns = page.locator("#compare-table thead th[data-analysis]")
+    got = columns.evaluate_all("(ths) => ths.map((t) => Number(t.dataset.analysis))")
+    assert sorted(got) == sorted([analysis.pk, tp2.pk])
