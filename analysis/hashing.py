@@ -8,10 +8,12 @@ million distinct blocks the chance of any collision is about 3 in a million.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 import numpy as np
 
 KEY_BYTES = 8
+KEY_DTYPE = np.dtype("<u8")  # a key: its digest read as a little-endian integer
 _MAX_SECRET = 64  # BLAKE2b's key limit
 
 
@@ -56,18 +58,44 @@ class KeyedHasher:
 
         The tail (fewer than block_tokens tokens) is never cached, so it has no key.
         """
-        full = tokens.size // block_tokens
-        keys = np.empty(full, dtype=np.uint64)
-        if not full:
-            return keys
-        data = np.ascontiguousarray(tokens[: full * block_tokens], dtype="<u4").data.cast("B")
-        step = block_tokens * 4
-        prev = salt
+        digests, _, _ = self.chain_blocks((token_bytes(tokens),), block_tokens * 4, b"", salt)
+        return np.frombuffer(bytearray(digests), dtype=KEY_DTYPE)
+
+    def chain_blocks(
+        self, buffers: Iterable[memoryview | bytes], block_bytes: int, carry: bytes, prev: bytes
+    ) -> tuple[bytes, bytes, bytes]:
+        """The chain of block keys over `carry` and then each buffer, as if they were one
+        (a long text is hashed where it lies, never copied into a prompt-sized buffer):
+        (the full blocks' digests one after another, the bytes left over after the last
+        full block, the last digest: the chain goes on from it; `prev` where none was
+        made). A digest read as KEY_DTYPE is its key."""
         base = self._block
-        for j in range(full):
-            h = base.copy()
-            h.update(prev)
-            h.update(data[j * step : (j + 1) * step])
-            prev = h.digest()
-            keys[j] = int.from_bytes(prev, "little")
-        return keys
+        digests: list[bytes] = []
+        for buf in buffers:
+            pos, size = 0, len(buf)
+            if carry:  # the block that carry began
+                need = block_bytes - len(carry)
+                if size < need:
+                    carry += buf
+                    continue
+                h = base.copy()
+                h.update(prev)
+                h.update(carry + buf[:need])
+                prev = h.digest()
+                digests.append(prev)
+                pos = need
+            end = pos + (size - pos) // block_bytes * block_bytes
+            for start in range(pos, end, block_bytes):
+                h = base.copy()
+                h.update(prev)
+                h.update(buf[start : start + block_bytes])
+                prev = h.digest()
+                digests.append(prev)
+            carry = bytes(buf[end:])
+        return b"".join(digests), carry, prev
+
+
+def token_bytes(tokens: np.ndarray) -> memoryview:
+    """Token ids as the bytes block keys hash (little-endian uint32), a view where they
+    already are such (no copy on a little-endian machine)."""
+    return np.ascontiguousarray(tokens, dtype="<u4").data.cast("B")

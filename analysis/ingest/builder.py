@@ -11,7 +11,7 @@ import numpy as np
 from analysis.errors import ErrorLog, LineError, UnusableInput
 from analysis.hashing import KeyedHasher
 from analysis.hf_tokenizer import load_tokenizer_file
-from analysis.ingest.chain import PrefixChain
+from analysis.ingest.chain import Piece, PrefixChain
 from analysis.ingest.notes import out_of_order_note
 from analysis.ingest.options import STREAM_KIND, IngestOptions, block_sizes
 from analysis.ingest.order import reorder_occurrences, reorder_refs, reorder_requests, time_order
@@ -137,16 +137,18 @@ class StreamBuilder:
         index = self.request_table.add(request, file_index, session)
         tokenizer = self._tokenizer
         assert tokenizer is not None
-        pieces: list[tuple[np.ndarray, ...]] = []
+        pieces: list[Piece] = []
         segments: list[int] = []
         offset = 0
+        newline, newline_size = tokenizer.newline_bytes, tokenizer.newline.size
         for message in messages:
             seg = self._record(message)
-            header = tokenizer.role_header(message.message.role)
+            role = message.message.role
+            header = tokenizer.role_header(role)
             segments.append(seg)
             self._occurrences.add(index, seg, offset + header.size)
-            pieces.append((header, message.tokens, tokenizer.newline))
-            offset += header.size + message.tokens.size + tokenizer.newline.size
+            pieces.append((tokenizer.role_header_bytes(role), message.tokens, newline))
+            offset += header.size + message.tokens.size + newline_size
         self.request_table.columns["prompt_tokens"].append(offset)
         self.tokens_total += offset
         for size, columns in self._blocks.items():

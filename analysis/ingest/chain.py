@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.hashing import KeyedHasher
+from analysis.hashing import KEY_DTYPE, KeyedHasher, token_bytes
+
+# A message as the chain hashes it: its role header's tokens as bytes (token_bytes), its
+# text's tokens, the newline's tokens as bytes (the two are the same for every message of
+# a role: converted once, by the tokenizer)
+Piece = tuple[bytes, np.ndarray, bytes]
 
 
 class PrefixChain:
@@ -13,6 +18,11 @@ class PrefixChain:
     requests is hashed once, not 10,000 times. Gives exactly the keys of hashing each
     whole prompt (each message's tokens depend only on its segment).
 
+    A prefix's state is kept as bytes (its keys' digests, its leftover tokens): a
+    request's keys are then one join of its messages' digests, and a new message one
+    walk over its tokens where they lie (the cost of a request is a dict lookup per
+    message, not array operations).
+
     Memory is bounded: past `max_states` remembered prefixes the memo starts over.
     """
 
@@ -20,64 +30,48 @@ class PrefixChain:
 
     def __init__(self, hasher: KeyedHasher, block_tokens: int, max_states: int = 200_000):
         self.block_tokens = block_tokens
+        self._block_bytes = block_tokens * 4  # (token ids are hashed as uint32)
         self._hasher = hasher
         self._max_states = max_states
         self._reset()
 
     def _reset(self) -> None:
-        self._ids: dict[tuple[int, int], int] = {}
-        # state id -> (keys this message completed, tokens left over after the last full
-        # block, the last key's digest: the chain continues from it)
-        self._states: list[tuple[np.ndarray, np.ndarray, bytes]] = [
-            (np.zeros(0, np.uint64), np.zeros(0, np.uint32), b"")
-        ]
+        # (state << 32 | segment) -> the state that segment leads to
+        self._ids: dict[int, int] = {}
+        # by state: the digests of the blocks its message completed; the tokens left over
+        # after its last full block; its last digest (the chain continues from it)
+        self._digests: list[bytes] = [b""]
+        self._leftover: list[bytes] = [b""]
+        self._last: list[bytes] = [b""]
 
-    def keys(self, segments: list[int], pieces: list[tuple[np.ndarray, ...]]) -> np.ndarray:
-        if len(self._states) > self._max_states:
+    def keys(self, segments: list[int], pieces: list[Piece]) -> np.ndarray:
+        """The prompt's block keys; `pieces`: each message's Piece, read only for a
+        prefix not seen before."""
+        if len(self._digests) > self._max_states:
             self._reset()
+        ids, digests = self._ids, self._digests
         state = self._ROOT
-        found: list[np.ndarray] = []
+        found: list[bytes] = []
         for seg, piece in zip(segments, pieces, strict=True):
-            following = self._ids.get((state, seg))
+            following = ids.get(state << 32 | seg)
             if following is None:
                 following = self._extend(state, seg, piece)
             state = following
-            new_keys = self._states[state][0]
-            if new_keys.size:
-                found.append(new_keys)
-        if not found:
-            return np.zeros(0, np.uint64)
-        return found[0] if len(found) == 1 else np.concatenate(found)
+            found.append(digests[state])
+        # (a bytearray: the keys are writable, as every other stream column is)
+        return np.frombuffer(bytearray().join(found), dtype=KEY_DTYPE)
 
-    def _extend(self, state: int, seg: int, piece: tuple[np.ndarray, ...]) -> int:
-        _, leftover, last = self._states[state]
-        b = self.block_tokens
+    def _extend(self, state: int, seg: int, piece: Piece) -> int:
         header, text, newline = piece
-        lead = np.concatenate((leftover, header))
-        # the text's full blocks are hashed in place, not copied into one prompt array
-        # (a long text's tokens would be held twice); the chain continues across the
-        # three parts, so the keys are those of hashing the concatenation
-        cut = min(text.size, -lead.size % b)
-        cut += (text.size - cut) // b * b
-        if cut <= -lead.size % b:  # a short text: one small concatenation, as ever
-            parts = [np.concatenate((lead, text, newline))]
-        else:
-            first = -lead.size % b
-            parts = [np.concatenate((lead, text[:first])), text[first:cut],
-                     np.concatenate((text[cut:], newline))]  # fmt: skip
-        found = []
-        for part in parts[:-1]:  # multiples of b: nothing left over
-            keys = self._hasher.block_keys(part, b, salt=last)
-            if keys.size:
-                last = int(keys[-1]).to_bytes(8, "little")
-                found.append(keys)
-        tail = parts[-1]
-        keys = self._hasher.block_keys(tail, b, salt=last)
-        if keys.size:
-            last = int(keys[-1]).to_bytes(8, "little")
-            found.append(keys)
-        all_keys = found[0] if len(found) == 1 else np.concatenate(found or [keys])
-        new = len(self._states)
-        self._states.append((all_keys, tail[keys.size * b :].copy(), last))
-        self._ids[(state, seg)] = new
+        digests, leftover, last = self._hasher.chain_blocks(
+            (header, token_bytes(text), newline),
+            self._block_bytes,
+            self._leftover[state],
+            self._last[state],
+        )
+        new = len(self._digests)
+        self._digests.append(digests)
+        self._leftover.append(leftover)
+        self._last.append(last)
+        self._ids[state << 32 | seg] = new
         return new

@@ -11,6 +11,7 @@ from itertools import chain
 from pathlib import Path
 from typing import cast
 
+from analysis.collector import collector_paused
 from analysis.errors import ErrorLog, LineError, TooManyBadLines, UnusableInput
 from analysis.ingest.builder import StreamBuilder
 from analysis.ingest.formats import (
@@ -61,7 +62,8 @@ def read_log(
         raise ValueError("a byte range is part of one file")
     if names is not None and len(names) != len(paths):
         raise ValueError("one name per path")
-    return _LogReading(paths, options, progress, byte_range, spill, names).run()
+    with collector_paused():
+        return _LogReading(paths, options, progress, byte_range, spill, names).run()
 
 
 def _lines(log_file: LogFile) -> Generator[Line, None, None]:
@@ -225,6 +227,9 @@ class _LogReading:
         except LineError as exc:
             multi = len(self.files) > 1
             self.log.skip(line_no, str(exc), self.names[file_index] if multi else None)
+            # its traceback holds the frames that hold it (`obj`): a cycle only the
+            # collector would free, and it is paused while a log is read (collector.py)
+            exc.__traceback__ = exc.__context__ = None
 
     def _new_builder(self, first: dict, log_format: str | None) -> StreamBuilder:
         builder = StreamBuilder.for_request(first, self.options, self.spill, log_format)

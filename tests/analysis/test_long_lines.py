@@ -132,7 +132,8 @@ def test_prefix_keys_of_long_texts_hashed_in_place_equal_hashing_the_whole_promp
         messages = [(rng.integers(0, 9, rng.integers(0, 3)).astype(np.uint32),
                      rng.integers(0, 99, int(rng.choice([0, 1, 5, 300, 1000]))).astype(np.uint32),
                      np.array([198], np.uint32)) for _ in range(rng.integers(1, 5))]  # fmt: skip
-        got = PrefixChain(hasher, block).keys(list(range(len(messages))), messages)
+        pieces = [(h.tobytes(), text, n.tobytes()) for h, text, n in messages]
+        got = PrefixChain(hasher, block).keys(list(range(len(messages))), pieces)
         whole = np.concatenate([part for message in messages for part in message])
         assert np.array_equal(got, hasher.block_keys(whole, block)), trial
 

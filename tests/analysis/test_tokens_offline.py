@@ -3,6 +3,7 @@ tokenize-once, and prefix keys equal to hashing each request from scratch."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -177,3 +178,24 @@ def test_scoped_keys_equal_salted_hashing(ingest_rows, render, hash_key):
     # requests 3 (a) and 5 (b) hit all their full blocks
     assert hit == 2 * (tokens.size // block) * block
     assert report.infinite_hit_ratio == hit / (5 * tokens.size)
+
+
+def test_block_keys_are_the_keyed_blake2b_chain_computed_by_hand():
+    """key_j = BLAKE2b-64(key_{j-1} ‖ block j's token ids as little-endian uint32), keyed
+    with the secret, from the salt (nothing at the root); the tail has no key."""
+    secret = b"s" * 32
+    hasher = KeyedHasher(secret)
+    rng = np.random.default_rng(7)
+    for block, salt, count in ((1, b"", 3), (16, b"", 47), (16, b"tenant-a", 64), (256, b"", 700)):
+        tokens = rng.integers(0, 200_000, count).astype(np.uint32)
+        expected, prev = [], salt
+        for j in range(count // block):
+            h = hashlib.blake2b(key=secret, digest_size=8, person=b"kvscope-blk")
+            h.update(prev)
+            h.update(
+                b"".join(int(t).to_bytes(4, "little") for t in tokens[j * block : (j + 1) * block])
+            )
+            prev = h.digest()
+            expected.append(int.from_bytes(prev, "little"))
+        got = hasher.block_keys(tokens, block, salt=salt)
+        assert got.dtype == np.uint64 and got.tolist() == expected, (block, salt)
