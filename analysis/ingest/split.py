@@ -42,13 +42,24 @@ def part_ranges(
     """What each worker process reads: line-aligned parts (up to `processes`, none under
     half of `split_bytes`) of one plain log of at least `split_bytes` (default
     SPLIT_BYTES), or every log whole ([None])."""
+    parts = parts_to_read(paths, options, processes, split_bytes)
+    return [None] if parts == 1 else list(plan_parts(paths[0], parts))
+
+
+def parts_to_read(
+    paths: Sequence[str | Path],
+    options: IngestOptions,
+    processes: int,
+    split_bytes: int | None = None,
+) -> int:
+    """How many parts part_ranges cuts the logs into (1: every log whole), without
+    planning them: planning reads the log (plan_parts), which a caller can do while its
+    worker processes start (ingest_in_processes)."""
     if processes < 2 or len(paths) != 1 or _pre_hashed(paths[0], options.format):
-        return [None]
+        return 1
     path = paths[0]
     parts = part_count(os.path.getsize(path), processes, split_bytes or SPLIT_BYTES)
-    if parts < 2 or not splittable(path, options.format):
-        return [None]
-    return list(plan_parts(path, parts))
+    return parts if parts >= 2 and splittable(path, options.format) else 1
 
 
 def part_count(size: int, wanted: int, split_bytes: int) -> int:

@@ -17,7 +17,7 @@ import pytest
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
 from analysis.ingest.processes import ingest_in_processes
-from analysis.ingest.split import part_ranges
+from analysis.ingest.split import part_ranges, parts_to_read
 from bench.generate import chat_requests
 from tests.analysis.test_parallel_ingest import ARRAYS, _chat_log
 from tests.golden.cases import shared_trace
@@ -53,6 +53,9 @@ def test_a_log_over_the_split_size_is_read_in_parts_by_the_workers(tmp_path):
     merged = _read([log], options, ranges)
     _same_stream(whole, merged)
     assert whole.skipped_lines == 1  # the bad line in the first part, named as one pass does
+    # a count of parts: planned while the workers start, as part_ranges plans them
+    assert parts_to_read([log], options, 3, split_bytes=size // 2) == 3
+    _same_stream(whole, _read([log], options, 3))
     params = AnalysisParams(scope="user", windows_s=(60, 900))
     a, b = analyze(whole, params).to_dict(), analyze(merged, params).to_dict()
     a.pop("ingest_stats"), b.pop("ingest_stats")  # each part tokenized its own texts
@@ -67,6 +70,7 @@ def test_a_trace_gzip_or_several_logs_are_read_whole_by_one_worker(tmp_path):
     for paths in ([TRACE], [packed], [TRACE, TRACE]):
         # a trace (read by Arrow's columns, on every core), a gzip or two logs: whole
         assert part_ranges(paths, options, 2, split_bytes=1) == [None]
+        assert parts_to_read(paths, options, 2, split_bytes=1) == 1
         ranges = part_ranges(paths, options, 2, split_bytes=1 << 40)
         assert ranges == [None]
         _same_stream(ingest(paths, options), _read(paths, options, ranges))
@@ -82,7 +86,7 @@ def test_unusable_input_raises_as_ingest_does_and_the_parts_folder_goes(tmp_path
     options = IngestOptions(hash_key=KEY)
     with pytest.raises(UnusableInput) as alone:
         ingest([junk], options)
-    for ranges in ([None], part_ranges([junk], options, 2, split_bytes=1)):
+    for ranges in ([None], part_ranges([junk], options, 2, split_bytes=1), 2):
         with pytest.raises(UnusableInput) as in_workers:
             _read([junk], options, ranges)
         assert str(in_workers.value) == str(alone.value)

@@ -259,12 +259,12 @@ def read_logs(logs: list[str], processes: int | None, options: IngestOptions) ->
     ~0.4 s); anything else read here, whole, while a thread loads them (Arrow's reader and
     the file's reading release the GIL for part of it: ~5 % of a small trace's run)."""
     from analysis.cores import usable_cores
-    from analysis.ingest.split import part_ranges
+    from analysis.ingest.split import parts_to_read
     from analysis.metrics.warm import warm_kernels
 
-    ranges = part_ranges(logs, options, processes or usable_cores())
+    parts = parts_to_read(logs, options, processes or usable_cores())
 
-    if ranges == [None]:
+    if parts == 1:
         from analysis import ingest  # the reading half: the workers import their own
 
         warming = threading.Thread(target=warm_kernels, daemon=True)
@@ -276,7 +276,7 @@ def read_logs(logs: list[str], processes: int | None, options: IngestOptions) ->
 
     from analysis.ingest.processes import ingest_in_processes  # (worker processes' machinery)
 
-    with ingest_in_processes(logs, options, ranges) as pending:
+    with ingest_in_processes(logs, options, parts) as pending:  # (planned as they start)
         warm_kernels()
         return pending.result()
 
@@ -302,9 +302,6 @@ class Command(BaseCommand):
         for path in opts["logs"]:
             if not Path(path).is_file():
                 raise CommandError(f"{path}: no such file")
-        # the engine's kernels (numba, pyarrow): imported once there is work, not for --help
-        from analysis import analyze
-
         if opts["processes"] is not None and opts["processes"] < 1:
             raise CommandError("--processes must be at least 1")
         try:
@@ -326,6 +323,10 @@ class Command(BaseCommand):
             )
             if opts["save_stream"]:
                 stream.save(opts["save_stream"])
+            # the engine's kernels (numba, pyarrow): imported once the reading is under way
+            # (read_logs loads them meanwhile), not before the worker processes start
+            from analysis import analyze
+
             report = analyze(stream, params, consume=True)  # (saved already, if asked)
         except UnusableInput as exc:
             # still write what was skipped and why: the one-line reason is only the first
