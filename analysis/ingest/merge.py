@@ -89,40 +89,35 @@ def _merged_requests(
 
 
 def _merged_segments(parts: Sequence[BlockStream]) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """The segment table of all the parts, and each part's rows in it."""
-    index: dict[int, int] = {}
-    ids: list[int] = []
-    roles: list[int] = []
-    tokens: list[int] = []
-    labels: list[str] = []
-    previews: list[str] | None = [] if parts[0].seg_preview is not None else None
-    mappings = []
-    for part in parts:
-        mapping = np.empty(part.seg_id.size, dtype=np.int32)
-        for i, sid in enumerate(part.seg_id.tolist()):
-            found = index.get(sid)
-            if found is None:
-                found = index[sid] = len(ids)
-                ids.append(sid)
-                roles.append(int(part.seg_role_class[i]))
-                tokens.append(int(part.seg_tokens[i]))
-                labels.append(part.seg_label[i])
-                if previews is not None and part.seg_preview is not None:
-                    previews.append(part.seg_preview[i])
-            else:  # any part typing it as a document makes it one (ROLE_DOCUMENT_PART < OTHER)
-                roles[found] = min(roles[found], int(part.seg_role_class[i]))
-                labels[found] = labels[found] or part.seg_label[i]
-            mapping[i] = found
-        mappings.append(mapping)
+    """The segment table of all the parts, and each part's rows in it. A segment is
+    numbered by its first appearance (the parts are in file order: as one pass numbers
+    it), is a document when any part typed it as one (ROLE_DOCUMENT_PART < OTHER), and is
+    named by the first label found. In arrays: a log's segments are hundreds of thousands."""
+    ids = np.concatenate([p.seg_id for p in parts])
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    kept = np.sort(first)  # each segment's first appearance, in order of appearance
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[kept] = np.arange(kept.size)
+    row = rank[first[inverse.ravel()]]  # each part's row -> its merged row
+    all_roles = np.concatenate([p.seg_role_class for p in parts]).astype(np.int8)
+    roles = all_roles[kept]
+    np.minimum.at(roles, row, all_roles)
+    all_labels = [label for p in parts for label in p.seg_label]
+    labels = [all_labels[i] for i in kept.tolist()]
+    rows = row.tolist() if any(all_labels) else []
+    for i in (i for i, label in enumerate(all_labels) if label):
+        labels[rows[i]] = labels[rows[i]] or all_labels[i]
     segments: dict[str, Any] = {
-        "id": np.array(ids, dtype=np.uint64),
-        "role_class": np.array(roles, dtype=np.int8),
-        "tokens": np.array(tokens, dtype=np.int32),
+        "id": ids[kept],
+        "role_class": roles,
+        "tokens": np.concatenate([p.seg_tokens for p in parts]).astype(np.int32)[kept],
         "label": labels,
     }
-    if previews is not None:
-        segments["preview"] = previews
-    return segments, mappings
+    if parts[0].seg_preview is not None:
+        previews = [x for p in parts for x in (p.seg_preview or [""] * p.seg_id.size)]
+        segments["preview"] = [previews[i] for i in kept.tolist()]
+    bounds = np.cumsum([p.seg_id.size for p in parts])[:-1]
+    return segments, [m.astype(np.int32) for m in np.split(row, bounds)]
 
 
 def _merged_occurrences(

@@ -87,3 +87,33 @@ def test_the_error_budget_holds_across_parts(tmp_path):
         ingest_in_parts(log, IngestOptions(hash_key=KEY, max_bad_lines=6), 4)
     with pytest.raises(TooManyBadLines, match=r"past the budget of 1 "):  # within one part
         ingest_in_parts(log, IngestOptions(hash_key=KEY, max_bad_lines=1), 2)
+
+
+def test_a_segment_typed_and_named_in_a_later_part_is_so_in_the_merge(tmp_path):
+    """The same text: plain in the first part, a titled document in the second, titled
+    again differently in the third; with previews. The merge types it as a document and
+    names it by the first title, as one pass does."""
+    text = "a reference manual about the cache " * 30
+
+    def line(i: int, content) -> bytes:
+        return orjson.dumps({"id": f"r{i}", "timestamp": 1_700_000_000 + i, "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": content}]})  # fmt: skip
+
+    doc = [{"type": "document", "title": "Manual", "source": {"type": "text", "data": text}}]
+    renamed = [{**doc[0], "title": "Other name"}]
+    lines = [line(i, text) for i in range(40)] + [line(40 + i, doc) for i in range(40)]
+    lines += [line(80 + i, renamed) for i in range(40)] + [
+        line(120 + i, f"q{i}") for i in range(40)
+    ]
+    log = tmp_path / "chat.jsonl"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    options = IngestOptions(hash_key=KEY, previews=True)
+    whole = ingest([log], options)
+    assert "Manual" in whole.seg_label  # (the log does what the test says)
+    for parts in (2, 3, 4):
+        merged = ingest_in_parts(log, options, parts)
+        for name in ARRAYS:
+            assert np.array_equal(getattr(whole, name), getattr(merged, name)), (parts, name)
+        assert merged.seg_label == whole.seg_label, parts
+        assert merged.seg_preview == whole.seg_preview, parts
