@@ -16,10 +16,23 @@ def main() -> None:
     command = SETTINGS_ONLY_COMMANDS.get(sys.argv[1] if len(sys.argv) > 1 else "")
     if command is not None:
         importlib.import_module(command).Command().run_from_argv(sys.argv)
-        return
+        quick_exit()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)
+
+
+def quick_exit() -> None:
+    """End a one-shot command whose output is written: flushed, then gone without the
+    interpreter's teardown, which spends ~0.13 s destroying numba's compiled kernels (LLVM's
+    objects) a process that ends has no use for (16 % of a small trace's whole run). Only
+    on success: a command that fails raises SystemExit before this, and tears down as ever."""
+    import logging
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":

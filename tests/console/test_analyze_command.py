@@ -318,6 +318,11 @@ def test_the_command_line_writes_the_report_call_command_does(tmp_path):
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert cli == json.loads((tmp_path / "in_process.json").read_text())
     assert cli["requests"] == 3993 and cli["mrc"][-1]["hit_ratio"] > 0.5
+    # to a pipe (block-buffered): the process ends without the interpreter's teardown
+    # (manage.quick_exit), and every byte of the report is still there
+    piped = _manage("manage.py", "analyze", str(trace), "--json", "-")
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout) == cli
     # a bad input: exit status 1 and the one-line reason, as Django words a CommandError
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
