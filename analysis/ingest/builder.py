@@ -3,7 +3,6 @@ streams out, one per block size, sharing the request and segment tables."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,14 +33,10 @@ _SEEN_BY_TEXT = 1 << 16  # longer message texts are memoised by their digest, no
 _MemoKey = tuple[str, str | bytes]
 
 
-@dataclass
-class _Tokenized:
-    """A message of a request being added, tokenized but not yet recorded."""
-
-    message: Message
-    key: _MemoKey
-    digest: bytes  # b"" when its text was found in the memo by the text itself
-    tokens: np.ndarray
+# A message of a request being added, tokenized but not yet recorded: the message, its
+# memo key, its text's digest (b"" when the memo knew the text itself), its tokens, its
+# segment (-1 when the memo did not know it: recorded, then)
+_Tokenized = tuple[Message, _MemoKey, bytes, np.ndarray, int]
 
 
 class StreamBuilder:
@@ -80,6 +75,13 @@ class StreamBuilder:
         # (role, text) -> (segment index, token ids): a repeated message costs one dict
         # lookup. Holds each distinct text once, for the ingest only (never stored).
         self._seen: dict[_MemoKey, tuple[int, np.ndarray]] = {}
+        # each role's header tokens (count, bytes) and the newline's, as add_chat uses them
+        self._headers: dict[str, tuple[int, bytes]] = {}
+        self._newline = (
+            (self._tokenizer.newline.size, self._tokenizer.newline_bytes)
+            if self._tokenizer is not None
+            else (0, b"")
+        )
         self._occurrences = Occurrences()
         self.tokens_total = 0  # every message of every request, as rendered
         # with a spill, block keys and occurrences go to disk as they grow: memory then
@@ -131,24 +133,26 @@ class StreamBuilder:
 
     def add_chat(self, request: ChatRequest, file_index: int) -> None:
         """Tokenize, then record. A prompt longer than any model's context raises
-        LineError before anything is recorded (the line is skipped, nothing half-added)."""
-        messages = self._tokenize(request)
+        LineError before anything is recorded (the line is skipped, nothing half-added).
+        Runs for every request of a log: a message seen before costs a memo lookup and a
+        few appends, hence the loops written out (no call or object per message)."""
+        tokenized = self._tokenize(request)
         session = self._hasher.session_key(request.session) if request.session else 0
         index = self.request_table.add(request, file_index, session)
-        tokenizer = self._tokenizer
-        assert tokenizer is not None
+        headers, (newline_size, newline) = self._headers, self._newline
         pieces: list[Piece] = []
         segments: list[int] = []
+        offsets: list[int] = []
         offset = 0
-        newline, newline_size = tokenizer.newline_bytes, tokenizer.newline.size
-        for message in messages:
-            seg = self._record(message)
-            role = message.message.role
-            header = tokenizer.role_header(role)
+        for message, key, digest, tokens, seg in tokenized:
+            if seg < 0 or message.is_document or message.label:
+                seg = self._record(message, key, digest, tokens)
+            header_size, header = headers[message.role]
             segments.append(seg)
-            self._occurrences.add(index, seg, offset + header.size)
-            pieces.append((tokenizer.role_header_bytes(role), message.tokens, newline))
-            offset += header.size + message.tokens.size + newline_size
+            offsets.append(offset + header_size)
+            pieces.append((header, tokens, newline))
+            offset += header_size + tokens.size + newline_size
+        self._occurrences.add_request(index, segments, offsets)
         self.request_table.columns["prompt_tokens"].append(offset)
         self.tokens_total += offset
         for size, columns in self._blocks.items():
@@ -156,51 +160,63 @@ class StreamBuilder:
         self._spill_if_full()
 
     def _tokenize(self, request: ChatRequest) -> list[_Tokenized]:
-        """Each message's tokens (a text seen before: from the memo); LineError for a
-        prompt no model's context holds."""
-        tokenizer = self._tokenizer
-        assert tokenizer is not None
+        """Each message's tokens (a text seen before: from the memo, with its segment);
+        LineError for a prompt no model's context holds."""
+        seen, headers = self._seen, self._headers
+        newline_size = self._newline[0]
         found: list[_Tokenized] = []
         total = 0
         for message in request.messages:
-            item = self._tokens_of(message, tokenizer)
-            if item.tokens.size > MAX_PROMPT_TOKENS:
-                raise LineError(f"message {len(found)} alone is more than "
-                                f"{MAX_PROMPT_TOKENS:,} tokens, more than any model's "
-                                "context")  # fmt: skip
-            found.append(item)
-            total += tokenizer.role_header(message.role).size + item.tokens.size
-            total += tokenizer.newline.size
+            role, text = message.role, message.text
+            header = headers.get(role) or self._role_header(role)
+            known = seen.get((role, text)) if len(text) <= _SEEN_BY_TEXT else None
+            if known is not None:  # (its tokens fitted a prompt when it was recorded)
+                seg, tokens = known
+                found.append((message, (role, text), b"", tokens, seg))
+            else:
+                item = self._tokens_of(message)
+                tokens = item[3]
+                if tokens.size > MAX_PROMPT_TOKENS:
+                    raise LineError(f"message {len(found)} alone is more than "
+                                    f"{MAX_PROMPT_TOKENS:,} tokens, more than any model's "
+                                    "context")  # fmt: skip
+                found.append(item)
+            total += header[0] + tokens.size + newline_size
         if total > MAX_PROMPT_TOKENS:
             raise LineError(f"the prompt is {total:,} tokens, more than any model's context "
                             f"({MAX_PROMPT_TOKENS:,})")  # fmt: skip
         return found
 
-    def _tokens_of(self, message: Message, tokenizer: SegmentTokenizer) -> _Tokenized:
-        text = message.text
-        # a long text is remembered by its digest: the memo must not keep the text
-        key: _MemoKey | None = (message.role, text) if len(text) <= _SEEN_BY_TEXT else None
-        known = self._seen.get(key) if key is not None else None
-        digest = b""
-        if known is None:
-            digest = self._hasher.text_digest(text)
-            if key is None:
-                key = (message.role, digest)
-                known = self._seen.get(key)
-        assert key is not None
-        if known is not None:
-            return _Tokenized(message, key, digest, known[1])
-        tokens = tokenizer.text(digest, text, MAX_PROMPT_TOKENS)
-        return _Tokenized(message, key, digest, tokens)
+    def _role_header(self, role: str) -> tuple[int, bytes]:
+        """A role's header tokens, as add_chat uses them: (their count, their bytes)."""
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        header = (tokenizer.role_header(role).size, tokenizer.role_header_bytes(role))
+        self._headers[role] = header
+        return header
 
-    def _record(self, item: _Tokenized) -> int:
+    def _tokens_of(self, message: Message) -> _Tokenized:
+        """A message whose text is not in the memo by itself: a new text, or a long one
+        (remembered by its digest: the memo must not keep the text)."""
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        text = message.text
+        key: _MemoKey = (message.role, text)
+        digest = self._hasher.text_digest(text)
+        if len(text) > _SEEN_BY_TEXT:
+            key = (message.role, digest)
+            known = self._seen.get(key)
+            if known is not None:
+                return (message, key, digest, known[1], known[0])
+        return (message, key, digest, tokenizer.text(digest, text, MAX_PROMPT_TOKENS), -1)
+
+    def _record(self, message: Message, key: _MemoKey, digest: bytes, tokens: np.ndarray) -> int:
         """The message's segment, added to the table and the memo on its first time."""
-        message = item.message
-        known = self._seen.get(item.key)  # (an earlier message of this request added it)
+        known = self._seen.get(key)  # (an earlier message of this request added it)
         if known is None:
-            seg_id = self._hasher.segment_id(message.role, item.digest)
-            seg = self._segments.add(seg_id, message.role, item.tokens.size, message)
-            self._seen[item.key] = (seg, item.tokens)
+            seg_id = self._hasher.segment_id(message.role, digest)
+            seg = self._segments.add(seg_id, message.role, tokens.size, message)
+            self._seen[key] = (seg, tokens)
             return seg
         seg = known[0]
         if message.is_document or message.label:

@@ -185,10 +185,11 @@ class Occurrences:
     def __init__(self) -> None:
         self._columns = {name: array(code) for name, (code, _) in self._TYPES.items()}
 
-    def add(self, req: int, seg: int, offset: int) -> None:
-        self._columns["req"].append(req)
-        self._columns["seg"].append(seg)
-        self._columns["offset"].append(offset)
+    def add_request(self, req: int, segs: list[int], offsets: list[int]) -> None:
+        """A request's segments, each with its token offset in the prompt."""
+        self._columns["req"].extend([req] * len(segs))
+        self._columns["seg"].extend(segs)
+        self._columns["offset"].extend(offsets)
 
     def spill(self, spill: SpillColumns, force: bool) -> None:
         if not force and len(self._columns["req"]) < SPILL_ROWS:
