@@ -30,6 +30,7 @@ LATE_IMPORTS = {
     "console/management/commands/analyze.py:Command.handle",
     # the reading half of the engine in the worker, the merging half in the caller once
     # it waits for them: the workers start before either is imported (ingest/processes.py)
+    "analysis/ingest/processes.py:_start",
     "analysis/ingest/processes.py:_read_part",
     "analysis/ingest/processes.py:PendingIngest.result",
     # importing every kernel's module is what a warm-up is for
