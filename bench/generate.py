@@ -265,7 +265,8 @@ def long_line(kind: str, size: int) -> bytes:
     return head + start + b"1 " * (room // 2) + end + b"\n"
 
 
-def write_jsonl(rows: Iterator[dict], out: Path) -> int:
+def write_jsonl(rows: Iterator[dict], out: Path | str) -> int:
+    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     # mtime=0: the gzip header carries no date, so the same seed gives the same bytes

@@ -339,3 +339,15 @@ def test_an_approver_who_submitted_the_version_cannot_approve_it(analysis, analy
     assert version.state == VersionState.IN_REVIEW
     version_approve(version=version, user=approver, password=PASSWORD, comment="ok")  # another
     assert PolicyVersion.objects.get(pk=version.pk).state == VersionState.APPROVED
+
+
+@pytest.mark.parametrize(("role", "button_named"), [("analyst", True), ("approver", False),
+                                                    ("auditor", False)])  # fmt: skip
+def test_the_empty_list_points_each_role_to_what_it_can_do(client, role, button_named, request):
+    """Only an analyst has the "Draft a retention policy" button: the others are told who
+    drafts, not sent to look for it."""
+    client.force_login(request.getfixturevalue(role))
+    page = client.get(reverse("policy_list")).content.decode()
+    assert "No policies yet" in page
+    assert ("“Draft a retention policy” button" in page) is button_named
+    assert ("An analyst drafts one" in page) is not button_named
