@@ -80,6 +80,14 @@ def money(number: float) -> str:
 
 
 @register.filter
+@_one_number()
+def money_abs(number: float) -> str:
+    """The amount without its sign, for sentences that carry the sign in words ("loses
+    221.72 a month", never "loses −221.72")."""
+    return money_text(abs(number))
+
+
+@register.filter
 def gib_abs(value, digits: int = 2) -> str:
     """The size without its sign, for sentences that carry the sign in words ("short by
     4,565.36 GiB", never "short by -4,565.36 GiB")."""

@@ -10,7 +10,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from analysis.cost import Prices, cost_view
+from analysis.cost import Prices, cost_at, cost_view
 from analysis.metrics.at_budget import buys
 from console.models import Analysis
 from console.templatetags.kvscope import gib, money, pct, signed
@@ -89,6 +89,7 @@ def test_no_price_no_cost_view_and_with_prices_the_engines_figures(client, short
     verdict = re.search(r"data-cost-verdict>(.*?)</p>", page, re.S).group(1)
     assert f"stops paying at {gib(best['ram_per_replica_bytes'])}" in verdict
     assert f"{money(best['net_per_month'])} net a month" in verdict
+    assert f"a month, worth {money(best['saved_per_month'])}, for" in verdict  # named
     assert "30,000 tokens/s" in page  # the offload estimate's default throughput, stated
     assert view["pays"] and "data-cost-best" in page
     refused = client.get(detail, {"ram_price": "0", "gpu_price": "2.5"}).content.decode()
@@ -143,3 +144,28 @@ def test_budgets_typed_on_the_form_are_priced_on_the_first_screen(client, analys
                f"{pct(entry['hit_ratio'])} hit ratio" in page  # fmt: skip
     # and the form opens again with them
     assert 'value="0.5 2"' in page
+
+
+def test_the_verdict_says_when_the_recommended_size_loses_money(client, short_host):
+    """Some size pays, but RAM is dear enough that the recommended size (sized for hits)
+    loses money: the verdict says so, with the loss in words, not as a bare negative."""
+    report = short_host.report
+    rec = report["recommendation"]
+    detail = reverse("analysis_detail", args=[short_host.pk])
+    losing = None
+    for ram_price in (0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256):
+        prices = Prices(ram_per_gib_month=ram_price, gpu_per_hour=2.5)
+        row = cost_at(report, prices, rec["capacity_slots"], rec["hit_ratio"])
+        if cost_view(report, prices)["pays"] and row["net_per_month"] < 0:
+            losing = ram_price, row
+            break
+    assert losing is not None  # (the fixture's curve has such a price)
+    ram_price, row = losing
+    page = client.get(detail, {"ram_price": str(ram_price), "gpu_price": "2.5"}).content.decode()
+    verdict = re.search(r"data-cost-verdict>(.*?)</p>", page, re.S).group(1)
+    assert "data-cost-recommended-loses" in verdict
+    assert f"loses {money(-row['net_per_month'])} a month" in verdict
+    assert "−" not in verdict.split("data-cost-recommended-loses")[1]
+    # at prices where it pays, nothing is said
+    page = client.get(detail, {"ram_price": "0.01", "gpu_price": "2.5"}).content.decode()
+    assert "data-cost-recommended-loses" not in page
