@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from analysis.stream import BlockStream
 
 
+_STOPPED = ("a worker process reading the log stopped before its part was read (killed, or "
+            "out of memory?)")  # fmt: skip
+
+
 @dataclass
 class PendingIngest:
     """The worker processes' reading, under way."""
@@ -51,10 +55,7 @@ class PendingIngest:
         try:
             sizes = [future.result() for future in self.futures]
         except BrokenProcessPool:
-            raise WorkerStopped(
-                "a worker process reading the log stopped before its part was read (killed, "
-                "or out of memory?)"
-            ) from None
+            raise WorkerStopped(_STOPPED) from None
         main = [written[0] for written in sizes if written][:1]
         parts = [part for folder in self.folders if (part := load_part(folder)) is not None]
         merged = merge_part_results(parts, self.options.max_bad_lines, main or None)
@@ -109,10 +110,13 @@ def ingest_in_processes(
                     pool.submit(_start, options)
                 ranges = plan_parts(paths[0], count)
             folders = [Path(root) / f"p{i:04d}" for i in range(len(ranges))]
-            futures = [
-                pool.submit(_read_part, list(paths), options, part, folder, names)
-                for part, folder in zip(ranges, folders, strict=True)
-            ]
+            try:
+                futures = [
+                    pool.submit(_read_part, list(paths), options, part, folder, names)
+                    for part, folder in zip(ranges, folders, strict=True)
+                ]
+            except BrokenProcessPool:  # a worker stopped while it started
+                raise WorkerStopped(_STOPPED) from None
             yield PendingIngest(options, folders, futures)
         finally:
             # every part read: the workers' exit (each tearing down what it held, ~0.08 s

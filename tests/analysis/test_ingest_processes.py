@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,6 +19,8 @@ import orjson
 import pytest
 
 from analysis import AnalysisParams, IngestOptions, UnusableInput, analyze, ingest
+from analysis.errors import WorkerStopped
+from analysis.ingest import processes
 from analysis.ingest.processes import ingest_in_processes
 from analysis.ingest.split import part_ranges, parts_to_read
 from bench.generate import chat_requests
@@ -116,3 +121,23 @@ def test_an_analysis_reports_every_step_of_its_progress():
     analyze(stream, AnalysisParams(windows_s=(60, 600, 3600, 86400)), progress=seen.append)
     assert [p.done for p in seen] == list(range(1, 4 + 3 + 1))
     assert {p.total for p in seen} == {4 + 3} and {p.stage for p in seen} == {"analyzing"}
+
+
+def test_a_worker_killed_while_the_parts_are_planned_is_a_worker_stopped(tmp_path, monkeypatch):
+    """The workers start before the parts are planned: one killed meanwhile is said as
+    any stopped worker is (WorkerStopped, which the command words), not a traceback."""
+    log = _chat_log(tmp_path / "chat.jsonl")
+    planned = processes.plan_parts
+
+    def plan_then_kill(path, count):
+        ranges = planned(path, count)
+        children = multiprocessing.active_children()
+        assert children  # (the workers were started first)
+        for child in children:
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(10)
+        return ranges
+
+    monkeypatch.setattr(processes, "plan_parts", plan_then_kill)
+    with pytest.raises(WorkerStopped, match="stopped before its part was read"):
+        _read([log], IngestOptions(hash_key=KEY), 2)
