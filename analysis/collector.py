@@ -12,15 +12,20 @@ way out, whatever happened.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The collector off for the block, then as it was. Process-wide: two overlapping
-    pauses (two ingests in one process's threads) leave it on once the first that found
-    it on is over, never off for good."""
+    """The collector off for the block, then as it was. In a process's main thread only
+    (a command, a Celery task, a part's worker process): the switch is process-wide, and
+    an ingest in another thread (the web server's eager mode) must not stop the
+    collection of the requests' garbage for minutes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     was_enabled = gc.isenabled()
     gc.disable()
     try:

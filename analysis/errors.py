@@ -15,6 +15,14 @@ if TYPE_CHECKING:
 class LineError(ValueError):
     """A line that cannot be used; the message says why, in words a user can act on."""
 
+    def detached(self) -> LineError:
+        """This error without its traceback and the exception it replaced, to be kept or
+        dropped: what a bad line leaves is its reason. The frames (and the line's bytes
+        they hold) go, and no reference cycle is left for the collector, which is paused
+        while a log is read (analysis/collector.py)."""
+        self.__traceback__ = self.__context__ = None
+        return self
+
 
 # A rule on input is checked as `if refuse(broken): raise LineError(words)`. `broken` is a
 # bool for one line, or an array of them for a batch read column-wise: a line's refuse is

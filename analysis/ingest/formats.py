@@ -79,7 +79,7 @@ def head(
         try:
             obj = decode(raw, builder, options)
         except LineError as exc:
-            found.append((number, exc))
+            found.append((number, exc.detached()))
         else:
             found.append((number, raw))
             if obj is not None:

@@ -227,9 +227,7 @@ class _LogReading:
         except LineError as exc:
             multi = len(self.files) > 1
             self.log.skip(line_no, str(exc), self.names[file_index] if multi else None)
-            # its traceback holds the frames that hold it (`obj`): a cycle only the
-            # collector would free, and it is paused while a log is read (collector.py)
-            exc.__traceback__ = exc.__context__ = None
+            exc.detached()  # (its traceback holds the frames that hold it: `obj`)
 
     def _new_builder(self, first: dict, log_format: str | None) -> StreamBuilder:
         builder = StreamBuilder.for_request(first, self.options, self.spill, log_format)
