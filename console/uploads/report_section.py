@@ -26,6 +26,11 @@ from console.uploads.prompts import TOOLS_POSITION_WHY, prompt_facts
 
 # the query keys that make the sections' own forms read the query
 QUESTIONS = tuple(form.asked_by for form in (AskForm, CostForm, OffloadForm))
+# every field of those forms: a form sends the others' answers on as hidden fields, so
+# pricing the sizes does not clear an offload estimate, nor the other way round
+QUESTION_FIELDS = tuple(
+    name for form in (AskForm, CostForm, OffloadForm) for name in form.base_fields
+)
 
 
 def report_html(
@@ -64,6 +69,7 @@ def _render_sections(
         "form": has_form,  # (the sections only ask whether there is one)
         "can_analyze": analyst,
         "offload_form": offload_form,
+        "kept_query": [(key, value) for key in QUESTION_FIELDS for value in query.getlist(key)],
         "offload": offload,
         "carried": prompt_facts(report, analysis.upload.log_format),
         **planner_page(report, query),

@@ -169,3 +169,25 @@ def test_the_verdict_says_when_the_recommended_size_loses_money(client, short_ho
     # at prices where it pays, nothing is said
     page = client.get(detail, {"ram_price": "0.01", "gpu_price": "2.5"}).content.decode()
     assert "data-cost-recommended-loses" not in page
+
+
+def test_pricing_keeps_the_offload_estimate_and_the_other_way_round(client, short_host):
+    """Each question form sends the page's other answered questions on as hidden fields
+    (and never its own): pressing one does not clear the other's result."""
+    detail = reverse("analysis_detail", args=[short_host.pk])
+    asked = {"ram_price": "3", "gpu_price": "2.5", "pcie": "4", "prefill_tokens_per_s": "12000",
+             "buy_gib": "2"}  # fmt: skip
+    page = client.get(detail, asked).content.decode()
+
+    def hidden(anchor: str) -> dict[str, str]:
+        form = re.search(rf'<form method="get" action="#{anchor}".*?</form>', page, re.S)
+        assert form is not None, anchor
+        return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form[0]))
+
+    assert hidden("cost") == {"pcie": "4", "prefill_tokens_per_s": "12000", "buy_gib": "2"}
+    assert hidden("offload") == {"ram_price": "3", "gpu_price": "2.5", "buy_gib": "2"}
+    assert "data-cost-verdict" in page and "data-offload" in page  # both answered
+    # a view that asks nothing carries nothing (and is the page cache's)
+    plain = client.get(detail).content.decode()
+    assert 'type="hidden" name="ram_price"' not in plain
+    assert 'type="hidden" name="prefill_tokens_per_s"' not in plain
