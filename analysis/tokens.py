@@ -24,8 +24,6 @@ from typing import Protocol
 import numpy as np
 import tiktoken
 
-from analysis.hashing import token_bytes
-
 _CL100K_PAT = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -207,10 +205,8 @@ class SegmentTokenizer:
         self._cut_is_exact = cut_is_exact
         self._texts: dict[bytes, np.ndarray] = {}
         self._roles: dict[str, np.ndarray] = {}
-        self._role_bytes: dict[str, bytes] = {}
         self.inexact_texts = 0  # texts cut where the tokenizer might not split
         self.newline = self._encode("\n")
-        self.newline_bytes = token_bytes(self.newline).tobytes()
         self.distinct_tokens = 0  # tokens actually run through the tokenizer
         self.distinct_texts = 0
 
@@ -243,10 +239,3 @@ class SegmentTokenizer:
         if tokens is None:
             tokens = self._roles[role] = self._encode(role + "\n")
         return tokens
-
-    def role_header_bytes(self, role: str) -> bytes:
-        """role_header's tokens as block keys hash them (hashing.token_bytes)."""
-        found = self._role_bytes.get(role)
-        if found is None:
-            found = self._role_bytes[role] = token_bytes(self.role_header(role)).tobytes()
-        return found

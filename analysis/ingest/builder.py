@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.errors import ErrorLog, LineError, UnusableInput
-from analysis.hashing import KeyedHasher
+from analysis.hashing import KeyedHasher, token_bytes
 from analysis.hf_tokenizer import load_tokenizer_file
 from analysis.ingest.chain import Piece, PrefixChain
 from analysis.ingest.notes import out_of_order_note
@@ -77,11 +77,8 @@ class StreamBuilder:
         self._seen: dict[_MemoKey, tuple[int, np.ndarray]] = {}
         # each role's header tokens (count, bytes) and the newline's, as add_chat uses them
         self._headers: dict[str, tuple[int, bytes]] = {}
-        self._newline = (
-            (self._tokenizer.newline.size, self._tokenizer.newline_bytes)
-            if self._tokenizer is not None
-            else (0, b"")
-        )
+        newline = self._tokenizer.newline if self._tokenizer is not None else np.zeros(0, np.uint32)
+        self._newline = (newline.size, token_bytes(newline).tobytes())
         self._occurrences = Occurrences()
         self.tokens_total = 0  # every message of every request, as rendered
         # with a spill, block keys and occurrences go to disk as they grow: memory then
@@ -191,7 +188,8 @@ class StreamBuilder:
         """A role's header tokens, as add_chat uses them: (their count, their bytes)."""
         tokenizer = self._tokenizer
         assert tokenizer is not None
-        header = (tokenizer.role_header(role).size, tokenizer.role_header_bytes(role))
+        tokens = tokenizer.role_header(role)
+        header = (tokens.size, token_bytes(tokens).tobytes())
         self._headers[role] = header
         return header
 
